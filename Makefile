@@ -1,0 +1,119 @@
+# mmrag — build, test, bench.  `make help` lists the targets.
+#   make            build build/mmrag and build/libmmrag.a
+#   make SAN=1      the same with ASan+UBSan (into build-san/ unless BUILD is set)
+#   make CUDA=1     also compile kernels/*.cu with nvcc and link cuBLAS
+BUILD ?= build
+ifeq ($(SAN),1)
+  BUILD := $(BUILD)-san
+endif
+ifeq ($(CUDA),1)
+  BUILD := $(BUILD)-cuda
+endif
+
+CC      ?= cc
+CXX     ?= c++
+NVCC    ?= /usr/local/cuda/bin/nvcc
+PKGS    := poppler-glib cairo cairo-pdf vips sqlite3 jansson libmicrohttpd tesseract lept zlib
+OPENBLAS_INC := /usr/include/x86_64-linux-gnu/openblas-pthread
+FAISS   := $(BUILD)/faiss
+MODELS  ?= models
+
+WARN    := -Wall -Wextra -Werror -Wno-unused-parameter
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -fPIC -pthread $(WARN) -I. -Iinclude -I$(OPENBLAS_INC) \
+           -I$(FAISS)/include $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+LDLIBS  := -L$(FAISS)/lib -Wl,--disable-new-dtags,-rpath,$(abspath $(FAISS))/lib -lfaiss_c -Wl,--no-as-needed -lfaiss_avx2 -Wl,--as-needed \
+           $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lopenblas -lgomp -lstdc++ -lm -pthread
+ifeq ($(SAN),1)
+  CFLAGS  += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+endif
+ifeq ($(CUDA),1)
+  CUDA_HOME ?= /usr/local/cuda
+  CFLAGS  += -DMMRAG_CUDA=1 -I$(CUDA_HOME)/include
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib64/stubs -lcublas -lcudart
+  NVFLAGS := -O2 -std=c++17 -Xcompiler -fPIC -I. -Iinclude \
+             -gencode arch=compute_75,code=sm_75 -gencode arch=compute_90,code=sm_90
+endif
+
+MODULES := kernels ingest vision index retrieval engine api
+LIB_SRC := $(filter-out api/main.c,$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+ifeq ($(CUDA),1)
+  LIB_OBJ += $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(wildcard kernels/*.cu))
+endif
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_SH  := $(wildcard tests/test_*.sh)
+TOOL_SRC := $(wildcard tests/tool_*.c)
+TOOL_BIN := $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
+BENCH_SRC := $(wildcard bench/bench_*.c)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+
+.PHONY: all deps faiss models test demo bench clean help check-faiss
+all: $(BUILD)/mmrag $(BUILD)/libmmrag.a
+
+help:
+	@sed -n 's/^#   //p' Makefile
+	@echo "  make deps | models | test | demo | bench | clean"
+
+deps:
+	@scripts/deps.sh
+
+$(FAISS)/.stamp:
+	@scripts/build-faiss.sh $(BUILD)
+	@touch $@
+faiss: $(FAISS)/.stamp
+
+models:
+	@scripts/fetch-models.sh $(MODELS)
+
+$(BUILD)/obj/%.o: %.c | $(FAISS)/.stamp
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	@$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	@echo "  NVCC    $<"
+	@$(NVCC) $(NVFLAGS) -c $< -o $@
+
+$(BUILD)/libmmrag.a: $(LIB_OBJ)
+	@rm -f $@
+	@echo "  AR      $@"
+	@ar rcs $@ $^
+
+$(BUILD)/mmrag: $(BUILD)/obj/api/main.o $(BUILD)/libmmrag.a
+	@echo "  LD      $@"
+	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libmmrag.a tests/test.h
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libmmrag.a $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.c $(BUILD)/libmmrag.a
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libmmrag.a $(LDLIBS)
+
+# `make test` = deps + models + build + every tests/test_* binary; ends "N passed, N failed"
+test: deps
+	@$(MAKE) --no-print-directory models
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN)
+	@scripts/run-tests.sh $(BUILD) $(MODELS) $(TEST_BIN) $(TEST_SH)
+
+demo: deps
+	@$(MAKE) --no-print-directory models
+	@$(MAKE) --no-print-directory all $(TOOL_BIN)
+	@scripts/demo.sh $(BUILD) $(MODELS)
+
+bench: deps
+	@$(MAKE) --no-print-directory models
+	@$(MAKE) --no-print-directory all $(BENCH_BIN) $(TOOL_BIN)
+	@scripts/run-bench.sh $(BUILD) $(MODELS) $(BENCH_BIN)
+
+clean:
+	rm -rf build build-san build-cuda build-san-cuda
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,99 @@
+/* kernels — the tensor math shared by vision and engine.
+ *
+ * CPU: a thread pool, fp32 GEMM through OpenBLAS, AVX2/FMA kernels chosen at run time
+ * (scalar reference path when the CPU lacks AVX2, or when MMRAG_SIMD=scalar).
+ * CUDA (built with `make CUDA=1`): the same operations on the GPU; every entry point
+ * falls back to the CPU when no device is present (kern_cuda_available() == 0).
+ * Model files (safetensors, GGUF) are read by kernels/modelfile.h, included below.
+ *
+ * Layout conventions: row-major; a weight matrix W is [out][in] (torch nn.Linear),
+ * so Y[n][out] = X[n][in] · Wᵀ (+ bias). Quantized blocks follow ggml's layouts. */
+#ifndef MMRAG_KERNELS_H
+#define MMRAG_KERNELS_H
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- element types ---------------------------------------------------------- */
+typedef enum {
+    KERN_F32 = 0, KERN_F16 = 1, KERN_Q4_0 = 2, KERN_Q4_1 = 3, KERN_Q8_0 = 8, KERN_BF16 = 30,
+} kern_type;           /* values equal ggml_type ids so GGUF tensors map directly */
+
+#define KERN_QK 32     /* elements per quantized block */
+typedef struct { uint16_t d; int8_t qs[KERN_QK]; } kern_block_q8_0;           /* 34 B */
+typedef struct { uint16_t d; uint8_t qs[KERN_QK / 2]; } kern_block_q4_0;       /* 18 B */
+typedef struct { uint16_t d, m; uint8_t qs[KERN_QK / 2]; } kern_block_q4_1;    /* 20 B */
+
+/* Bytes for n elements of type t (n a multiple of the block size), 0 if unsupported. */
+size_t kern_type_row_bytes(kern_type t, int64_t n);
+const char *kern_type_name(kern_type t);
+float kern_fp16_to_fp32(uint16_t h);
+uint16_t kern_fp32_to_fp16(float f);
+float kern_bf16_to_fp32(uint16_t h);
+/* Dequantize / convert n elements of type t at src into fp32 dst. */
+void kern_to_f32(kern_type t, const void *src, float *dst, int64_t n);
+/* Quantize n fp32 values (n % 32 == 0) into q8_0 blocks. */
+void kern_quantize_q8_0(const float *src, kern_block_q8_0 *dst, int64_t n);
+
+/* ---- thread pool ------------------------------------------------------------ */
+typedef struct kern_pool kern_pool;
+/* n_threads <= 0: $MMRAG_THREADS if set, else the number of online CPUs. */
+kern_pool *kern_pool_create(int n_threads);
+void kern_pool_free(kern_pool *p);
+int kern_pool_size(const kern_pool *p);
+/* Run fn over [0, n) split into ranges of at least `grain`; blocks until all are done.
+ * p may be NULL (runs inline). Safe to call from one thread at a time per pool. */
+typedef void (*kern_range_fn)(void *ctx, int64_t begin, int64_t end, int thread);
+void kern_pool_run(kern_pool *p, int64_t n, int64_t grain, kern_range_fn fn, void *ctx);
+
+/* ---- dense math ------------------------------------------------------------- */
+/* C[M][N] = alpha · A[M][K] · op(B) + beta · C; op(B) = Bᵀ when trans_b (B is [N][K]). */
+void kern_gemm_f32(int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc);
+/* Y[n][out] = X[n][in] · Wᵀ + bias (bias may be NULL); W of any kern_type, rows of `in`.
+ * Quantized W: X is quantized to q8_0 per row and dotted block by block (no full
+ * dequantization). Uses the pool across output rows. */
+void kern_linear(kern_pool *p, const float *X, int64_t n, int64_t in, const void *W,
+                 kern_type wtype, const float *bias, int64_t out, float *Y);
+
+/* Dot products of one row of n elements (n % 32 == 0) against a q8_0 row. */
+float kern_dot_q8_0_q8_0(int64_t n, const kern_block_q8_0 *x, const kern_block_q8_0 *y);
+float kern_dot_q4_0_q8_0(int64_t n, const kern_block_q4_0 *x, const kern_block_q8_0 *y);
+float kern_dot_q4_1_q8_0(int64_t n, const kern_block_q4_1 *x, const kern_block_q8_0 *y);
+float kern_dot_f32(int64_t n, const float *x, const float *y);
+
+void kern_softmax(float *x, int64_t n);                       /* in place, max-subtracted */
+void kern_layernorm(const float *x, float *y, int64_t n, const float *gamma,
+                    const float *beta, float eps);             /* y may alias x */
+void kern_rmsnorm(const float *x, float *y, int64_t n, const float *w, float eps);
+void kern_gelu(float *x, int64_t n);        /* exact, erf-based (BERT, HF CLIP "gelu") */
+void kern_quick_gelu(float *x, int64_t n);  /* x·σ(1.702x) (OpenAI CLIP) */
+void kern_silu(float *x, int64_t n);
+void kern_swiglu(const float *gate, const float *up, float *y, int64_t n); /* silu(g)·u */
+void kern_add(float *y, const float *x, int64_t n);                       /* y += x */
+
+/* Rotary embedding on one token's heads, in place. x is [n_heads][head_dim].
+ * neox=0: interleaved pairs (x[2i], x[2i+1]) (GGUF/Meta layout);
+ * neox=1: rotate-half pairs (x[i], x[i+d/2]) (Hugging Face layout).
+ * Angle for pair i: pos · freq_scale · theta^(-2i/rot_dim). */
+void kern_rope(float *x, int n_heads, int head_dim, int rot_dim, int64_t pos,
+               float theta, float freq_scale, int neox);
+
+/* Multi-head attention, fp32. Q is [n_q][q_stride] with head h at offset h*head_dim,
+ * K and V are [n_kv][kv_stride] with kv head g at offset g*head_dim; grouped-query:
+ * query head h reads kv head h / (n_heads / n_kv_heads). causal=1: query i (absolute
+ * position q_pos0 + i) sees keys 0..q_pos0+i. Output [n_q][out_stride]. Scale 1/sqrt(d). */
+void kern_attention(kern_pool *p, const float *Q, int q_stride, const float *K,
+                    const float *V, int kv_stride, float *out, int out_stride, int n_q,
+                    int n_kv, int n_heads, int n_kv_heads, int head_dim, int causal,
+                    int64_t q_pos0);
+
+/* ---- dispatch and CUDA ------------------------------------------------------ */
+/* "avx2" or "scalar": the CPU path in use (MMRAG_SIMD=scalar forces the reference). */
+const char *kern_cpu_path(void);
+/* 1 when built with CUDA=1 and a device answers; 0 otherwise (then all ops use the CPU). */
+int kern_cuda_available(void);
+/* Human-readable name of the device, or "none". */
+const char *kern_cuda_device_name(void);
+
+#include "kernels/modelfile.h"
+#endif

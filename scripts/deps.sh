@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Install the Debian packages mmrag needs, only those that are missing.
+# Usage: scripts/deps.sh [--dev]   (--dev adds the golden-reference and bench tools)
+set -euo pipefail
+pkgs=(pkg-config build-essential libpoppler-glib-dev libcairo2-dev libvips-dev libfaiss-dev
+      libopenblas-dev libblas-dev liblapack-dev libmicrohttpd-dev libsqlite3-dev
+      libjansson-dev libtesseract-dev libleptonica-dev tesseract-ocr-eng poppler-utils cmake
+      dpkg-dev python3-pip unzip)
+if [ "${1:-}" = "--dev" ]; then
+  pkgs+=(libhnswlib-dev python3-torch python3-numpy valgrind)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+echo "deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "deps: done"

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Run every bench binary in turn; each prints its own side-by-side table.
+set -u
+build=$1; models=$2; shift 2
+export MMRAG_BUILD=$build MMRAG_MODELS=$models
+export MMRAG_TMP=$(mktemp -d "${TMPDIR:-/tmp}/mmrag-bench.XXXXXX")
+trap 'rm -rf "$MMRAG_TMP"' EXIT
+for b in "$@"; do
+  echo "== $(basename "$b")"
+  "$b" || echo "bench $(basename "$b") failed (exit $?)"
+done

@@ -1,0 +1,69 @@
+/* Minimal test harness: each tests/test_*.c is one binary of TEST() cases.
+ * A case fails on the first failed CHECK; the binary prints one line per case and a
+ * final "N passed, N failed" line that scripts/run-tests.sh adds up.
+ * Environment: MMRAG_MODELS (model cache dir), MMRAG_BUILD (build dir), MMRAG_TMP. */
+#ifndef MMRAG_TEST_H
+#define MMRAG_TEST_H
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*test_fn)(int *failed);
+struct test_case { const char *name; test_fn fn; };
+#define TEST_MAX 256
+static struct test_case test_cases[TEST_MAX];
+static int test_count;
+
+#define TEST(name)                                                        \
+    static void test_##name(int *test_failed_);                           \
+    __attribute__((constructor)) static void test_reg_##name(void) {      \
+        if (test_count < TEST_MAX)                                        \
+            test_cases[test_count++] = (struct test_case){#name, test_##name}; \
+    }                                                                     \
+    static void test_##name(int *test_failed_)
+
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "  %s:%d: CHECK(%s) failed\n", __FILE__, __LINE__, #cond); \
+            *test_failed_ = 1;                                                 \
+            return;                                                            \
+        }                                                                      \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                   \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "  %s:%d: CHECK(%s) failed: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fputc('\n', stderr);                                               \
+            *test_failed_ = 1;                                                 \
+            return;                                                            \
+        }                                                                      \
+    } while (0)
+
+#define CHECK_NEAR(a, b, tol) CHECK_MSG(fabs((double)(a) - (double)(b)) <= (tol), \
+                                        "%g vs %g (tol %g)", (double)(a), (double)(b), (double)(tol))
+#define SKIP(why) do { printf("skip %s\n", why); return; } while (0)
+
+/* Path helpers for tests: env var or default. */
+static inline const char *test_env(const char *name, const char *dflt) {
+    const char *v = getenv(name);
+    return v && *v ? v : dflt;
+}
+
+int main(int argc, char **argv) {
+    int passed = 0, failed = 0;
+    for (int i = 0; i < test_count; i++) {
+        if (argc > 1 && !strstr(test_cases[i].name, argv[1])) continue;
+        int f = 0;
+        test_cases[i].fn(&f);
+        printf("%s %s\n", f ? "FAIL" : "ok  ", test_cases[i].name);
+        fflush(stdout);
+        if (f) failed++; else passed++;
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
+#endif
