@@ -4,10 +4,10 @@
 #   make CUDA=1     also compile kernels/*.cu with nvcc and link cuBLAS
 BUILD ?= build
 ifeq ($(SAN),1)
-  BUILD := $(BUILD)-san
+  override BUILD := $(BUILD)-san
 endif
 ifeq ($(CUDA),1)
-  BUILD := $(BUILD)-cuda
+  override BUILD := $(BUILD)-cuda
 endif
 
 CC      ?= cc
@@ -33,7 +33,8 @@ ifeq ($(CUDA),1)
   CFLAGS  += -DMMRAG_CUDA=1 -I$(CUDA_HOME)/include
   LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib64/stubs -lcublas -lcudart
   NVFLAGS := -O2 -std=c++17 -Xcompiler -fPIC -I. -Iinclude \
-             -gencode arch=compute_75,code=sm_75 -gencode arch=compute_90,code=sm_90
+             -gencode arch=compute_75,code=sm_75 -gencode arch=compute_90,code=sm_90 \
+             -gencode arch=compute_90,code=compute_90
 endif
 
 MODULES := kernels ingest vision index retrieval engine api
@@ -50,12 +51,15 @@ TOOL_BIN := $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all deps faiss models test demo bench clean help check-faiss
-all: $(BUILD)/mmrag $(BUILD)/libmmrag.a
+EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
+PREFIX ?= /usr/local
+
+.PHONY: all deps faiss models test demo bench clean help check-faiss install check-api
+all: $(BUILD)/mmrag $(BUILD)/libmmrag.a $(BUILD)/libmmrag.so $(EXAMPLE_BIN)
 
 help:
 	@sed -n 's/^#   //p' Makefile
-	@echo "  make deps | models | test | demo | bench | clean"
+	@echo "  make deps | models | test | demo | bench | check-api | clean"
 
 deps:
 	@scripts/deps.sh
@@ -78,10 +82,36 @@ $(BUILD)/obj/%.cu.o: %.cu
 	@echo "  NVCC    $<"
 	@$(NVCC) $(NVFLAGS) -c $< -o $@
 
+# the web page and OpenAPI document are embedded with .incbin (api/server_web.c)
+$(BUILD)/obj/api/server_web.o: $(wildcard api/web/*)
+
 $(BUILD)/libmmrag.a: $(LIB_OBJ)
 	@rm -f $@
 	@echo "  AR      $@"
 	@ar rcs $@ $^
+
+# shared library: finds the FAISS libraries next to itself once installed
+$(BUILD)/libmmrag.so: $(LIB_OBJ)
+	@echo "  LD      $@"
+	@$(CC) -shared $(LDFLAGS) -Wl,-soname,libmmrag.so -o $@ $^ -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+
+# examples use only the public header, like an outside program would
+$(BUILD)/examples/%: examples/%.c include/mmrag.h $(BUILD)/libmmrag.a
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libmmrag.a $(LDLIBS)
+
+# `make install PREFIX=DIR`: binary, libraries (+ the FAISS ones they need), header, mmrag.pc
+install: all
+	install -d $(PREFIX)/bin $(PREFIX)/lib/pkgconfig $(PREFIX)/include
+	install -m 755 $(BUILD)/mmrag $(PREFIX)/bin/mmrag
+	install -m 644 $(BUILD)/libmmrag.a $(PREFIX)/lib/libmmrag.a
+	install -m 755 $(BUILD)/libmmrag.so $(PREFIX)/lib/libmmrag.so
+	cp -P $(FAISS)/lib/libfaiss*.so* $(PREFIX)/lib/
+	install -m 644 include/mmrag.h $(PREFIX)/include/mmrag.h
+	sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@PKGS@|$(PKGS)|' \
+	    -e 's|@LIBS_PRIVATE@|-lfaiss_c -lfaiss_avx2 -lopenblas -lgomp -lstdc++ -lm -pthread|' \
+	    mmrag.pc.in > $(PREFIX)/lib/pkgconfig/mmrag.pc
 
 $(BUILD)/mmrag: $(BUILD)/obj/api/main.o $(BUILD)/libmmrag.a
 	@echo "  LD      $@"
@@ -96,6 +126,17 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/libmmrag.a
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
 	@$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libmmrag.a $(LDLIBS)
+
+# bench_index compares against hnswlib (Debian libhnswlib-dev, header-only C++) through
+# a small shim compiled for this bench only
+$(BUILD)/obj/bench/hnswlib_shim.o: bench/hnswlib_shim.cpp
+	@mkdir -p $(dir $@)
+	@echo "  CXX     $<"
+	@$(CXX) -O3 -mavx2 -mfma -std=c++11 -fPIC -Wall -Wextra -Werror -c $< -o $@
+$(BUILD)/bench/bench_index: bench/bench_index.c $(BUILD)/obj/bench/hnswlib_shim.o $(BUILD)/libmmrag.a
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/obj/bench/hnswlib_shim.o $(BUILD)/libmmrag.a $(LDLIBS)
 
 # `make test` = deps + models + build + every tests/test_* binary; ends "N passed, N failed"
 test: deps
@@ -112,6 +153,12 @@ bench: deps
 	@$(MAKE) --no-print-directory models
 	@$(MAKE) --no-print-directory all $(BENCH_BIN) $(TOOL_BIN)
 	@scripts/run-bench.sh $(BUILD) $(MODELS) $(BENCH_BIN)
+
+# `make check-api` = Schemathesis (PyPI, in a cached venv) against /openapi.json: no 5xx
+check-api: deps
+	@$(MAKE) --no-print-directory models
+	@$(MAKE) --no-print-directory $(BUILD)/mmrag $(BUILD)/tests/tool_gencorpus
+	@scripts/check-api.sh $(BUILD) $(MODELS)
 
 clean:
 	rm -rf build build-san build-cuda build-san-cuda

@@ -40,8 +40,11 @@ typedef struct kern_pool kern_pool;
 kern_pool *kern_pool_create(int n_threads);
 void kern_pool_free(kern_pool *p);
 int kern_pool_size(const kern_pool *p);
-/* Run fn over [0, n) split into ranges of at least `grain`; blocks until all are done.
- * p may be NULL (runs inline). Safe to call from one thread at a time per pool. */
+/* Run fn over [0, n) split into ranges of at least `grain` (the last may be shorter);
+ * blocks until all are done. `thread` is in [0, kern_pool_size(p)) and unique among the
+ * ranges of one call running at the same time (index per-call scratch with it).
+ * p may be NULL (runs inline). Any thread may call: a call made while the pool is busy
+ * (from another thread, or nested inside fn) runs inline on the calling thread. */
 typedef void (*kern_range_fn)(void *ctx, int64_t begin, int64_t end, int thread);
 void kern_pool_run(kern_pool *p, int64_t n, int64_t grain, kern_range_fn fn, void *ctx);
 
@@ -50,8 +53,10 @@ void kern_pool_run(kern_pool *p, int64_t n, int64_t grain, kern_range_fn fn, voi
 void kern_gemm_f32(int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc);
 /* Y[n][out] = X[n][in] · Wᵀ + bias (bias may be NULL); W of any kern_type, rows of `in`.
- * Quantized W: X is quantized to q8_0 per row and dotted block by block (no full
- * dequantization). Uses the pool across output rows. */
+ * Quantized W, few rows (decoding; n < 16 for q4, < 32 for q8_0): X is quantized to q8_0
+ * per row and dotted block by block (no full dequantization). More rows (prefill,
+ * encoders): tiles of W are dequantized to fp32 and multiplied by sgemm, X stays fp32.
+ * Uses the pool across output rows / tiles. */
 void kern_linear(kern_pool *p, const float *X, int64_t n, int64_t in, const void *W,
                  kern_type wtype, const float *bias, int64_t out, float *Y);
 
@@ -90,7 +95,10 @@ void kern_attention(kern_pool *p, const float *Q, int q_stride, const float *K,
 /* ---- dispatch and CUDA ------------------------------------------------------ */
 /* "avx2" or "scalar": the CPU path in use (MMRAG_SIMD=scalar forces the reference). */
 const char *kern_cpu_path(void);
-/* 1 when built with CUDA=1 and a device answers; 0 otherwise (then all ops use the CPU). */
+/* 1 when built with CUDA=1, a device answers and $MMRAG_CUDA is not "0"; 0 otherwise
+ * (then all ops use the CPU). With a device, kern_linear, kern_gemm_f32 and prefill-sized
+ * kern_attention run on it above a size threshold (weights given to kern_linear are
+ * cached on the device); elementwise ops stay on the CPU, where host-resident data is. */
 int kern_cuda_available(void);
 /* Human-readable name of the device, or "none". */
 const char *kern_cuda_device_name(void);

@@ -1,0 +1,99 @@
+/* engine private header: shared between the engine's .c files only. */
+#ifndef MMRAG_ENGINE_INTERNAL_H
+#define MMRAG_ENGINE_INTERNAL_H
+#include "engine/engine.h"
+#include "kernels/kernels.h"
+
+/* ---- tokenizer ---- */
+typedef struct {
+    uint64_t key;
+    int32_t rank, id;
+} engine_merge;
+
+typedef struct {
+    int32_t n_vocab;
+    const char **text;       /* token strings as stored (owned by the gguf handle) */
+    int32_t *type;           /* 1 normal, 3 control, 4 user-defined, ... */
+    char *bytes;             /* decoded bytes of every token, concatenated */
+    int64_t *bytes_off;      /* n_vocab + 1 offsets into bytes */
+    int32_t *hash;           /* open addressing: token string -> id (-1 empty) */
+    uint32_t hash_mask;
+    engine_merge *merges;    /* open addressing on key = left << 32 | right */
+    uint32_t merge_mask;
+    int32_t byte_tok[256];   /* id of each single byte's token */
+    int32_t *special;        /* control / user-defined ids, longest text first */
+    int32_t n_special;
+    int digits_split;        /* pre-tokenizer splits every digit (smollm, starcoder, ...) */
+    int32_t bos, eos, eot;   /* eot: <|im_end|> when present, else eos */
+} engine_vocab;
+
+int engine_vocab_load(engine_vocab *v, const mf_gguf *f, char *err, size_t errlen);
+void engine_vocab_free(engine_vocab *v);
+int32_t engine_vocab_find(const engine_vocab *v, const char *s, size_t len);
+static inline const char *engine_token_bytes(const engine_vocab *v, int32_t id, size_t *len) {
+    *len = (size_t)(v->bytes_off[id + 1] - v->bytes_off[id]);
+    return v->bytes + v->bytes_off[id];
+}
+
+/* ---- model ---- */
+typedef struct {
+    const mf_tensor *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
+} engine_layer;
+
+struct mmrag_engine {
+    mf_gguf *gguf;
+    struct mmrag_engine_params p;
+    int32_t n_embd, n_layer, n_head, n_kv_head, head_dim, n_ff, n_vocab, n_ctx_train, n_rot;
+    float eps, rope_base, rope_freq_scale;
+    const mf_tensor *tok_embd, *out_norm, *output;
+    engine_layer *layers;
+    float **norm_w;          /* fp32 copies of the norm vectors: [layer*2 + 0/1], final at end */
+    engine_vocab vocab;
+    char desc[160];
+};
+
+/* ---- KV cache ------------------------------------------------------------------
+ * Positions are grouped in blocks of B tokens. The block being filled lives in fp32
+ * "stage" buffers; when it is full it is converted to the cache type (int4 needs the
+ * whole block to pick its per-head scale s = max|x|/7). */
+typedef struct {
+    void **k, **v;           /* [n_blocks] completed blocks (NULL until used) */
+    float *ks, *vs;          /* int4 scales [n_blocks][n_kv_head] */
+    float *kstage, *vstage;  /* [B][kv_dim] */
+} kv_layer;
+
+struct mmrag_session {
+    struct mmrag_engine *e;
+    kern_pool *pool;
+    int32_t n_ctx, B, n_blocks, kv_dim, n_past, n_batch;
+    kv_layer *kv;
+    size_t block_bytes;
+    int32_t scale_stride;    /* int4 scale slots per (block, kv head) */
+    float *x, *h, *q, *k, *v, *att, *gate, *up, *logits;
+    float *scratch;          /* per thread: dequantized K and V of one block + accumulators */
+    size_t scratch_per_thread;
+    int n_threads;
+    char err[256];
+};
+
+/* ---- JSON state machine (constrained decoding) ---- */
+#define ENGINE_JSON_DEPTH 32
+typedef struct {
+    uint8_t stack[ENGINE_JSON_DEPTH]; /* '{' or '[' */
+    int8_t depth;
+    uint8_t st;              /* state */
+    uint8_t lit_pos;         /* progress in a literal / \u escape */
+    uint8_t utf8_left;       /* continuation bytes still expected in a string */
+    uint8_t is_key;          /* current string is an object key */
+    uint8_t ws_run;          /* consecutive whitespace bytes (limited) */
+    const char *lit;         /* literal being matched ("true", ...) */
+    uint8_t started, done;
+} engine_json;
+
+void engine_json_init(engine_json *j);
+/* Feeds one byte: 0 ok, -1 rejected (state then undefined: feed copies). */
+int engine_json_feed(engine_json *j, unsigned char c);
+/* Writes the shortest suffix that closes the value (NUL-terminated); returns its length. */
+size_t engine_json_close(const engine_json *j, char *buf, size_t size);
+
+#endif

@@ -1,0 +1,582 @@
+/* Llama forward pass over GGUF weights: loading and validation, the blocked KV cache
+ * (fp32 / fp16 / int4), attention with sliding-window and local+global patterns, chunked
+ * prefill and single-token decode, all on the shared kernels. */
+#include "engine/engine_internal.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int set_err(struct mmrag_session *s, int rc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->err, sizeof s->err, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+struct mmrag_engine_params mmrag_engine_default_params(void) {
+    struct mmrag_engine_params p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+/* ---- loading ------------------------------------------------------------------- */
+static const mf_tensor *need_tensor(const mf_gguf *f, const char *name, int64_t ne0, int64_t ne1,
+                                    char *err, size_t errlen) {
+    const mf_tensor *t = mf_gguf_find(f, name);
+    if (!t) {
+        snprintf(err, errlen, "engine: tensor %s missing", name);
+        return NULL;
+    }
+    int64_t e1 = t->n_dims > 1 ? t->shape[1] : 1;
+    if (t->shape[0] != ne0 || e1 != ne1 || t->shape[2] != 1 || t->shape[3] != 1) {
+        snprintf(err, errlen, "engine: tensor %s has shape [%lld, %lld], expected [%lld, %lld]",
+                 name, (long long)t->shape[0], (long long)e1, (long long)ne0, (long long)ne1);
+        return NULL;
+    }
+    switch (t->type) {
+    case KERN_F32: case KERN_F16: case KERN_BF16: case KERN_Q8_0: case KERN_Q4_0: case KERN_Q4_1:
+        return t;
+    default:
+        snprintf(err, errlen, "engine: tensor %s has unsupported type %d", name, (int)t->type);
+        return NULL;
+    }
+}
+
+static float *copy_f32(const mf_tensor *t, int64_t n) {
+    float *w = malloc((size_t)n * sizeof *w);
+    if (w) kern_to_f32((kern_type)t->type, t->data, w, n);
+    return w;
+}
+
+static int get_u32(const mf_gguf *f, const char *key, int32_t *out, int required, char *err,
+                   size_t errlen) {
+    uint32_t v;
+    if (mf_gguf_get_u32(f, key, &v) == 0 && v > 0 && v < (1u << 30)) {
+        *out = (int32_t)v;
+        return 0;
+    }
+    if (!required) return 0;
+    snprintf(err, errlen, "engine: metadata %s missing or invalid", key);
+    return -1;
+}
+
+struct mmrag_engine *mmrag_engine_init_from_file(const char *path, struct mmrag_engine_params p,
+                                                 char *err, size_t errlen) {
+    struct mmrag_engine *e = calloc(1, sizeof *e);
+    if (!e) {
+        snprintf(err, errlen, "engine: out of memory");
+        return NULL;
+    }
+    e->p = p;
+    if (mf_gguf_open(path, &e->gguf, err, errlen)) goto fail;
+    const mf_gguf *f = e->gguf;
+    const char *arch;
+    if (mf_gguf_get_str(f, "general.architecture", &arch, NULL)) {
+        snprintf(err, errlen, "engine: %s: general.architecture missing", path);
+        goto fail;
+    }
+    if (strcmp(arch, "llama") != 0) {
+        snprintf(err, errlen, "engine: %s: unsupported architecture \"%s\" (llama only)", path, arch);
+        goto fail;
+    }
+    e->n_ctx_train = 2048;
+    if (get_u32(f, "llama.embedding_length", &e->n_embd, 1, err, errlen) ||
+        get_u32(f, "llama.block_count", &e->n_layer, 1, err, errlen) ||
+        get_u32(f, "llama.feed_forward_length", &e->n_ff, 1, err, errlen) ||
+        get_u32(f, "llama.attention.head_count", &e->n_head, 1, err, errlen) ||
+        get_u32(f, "llama.context_length", &e->n_ctx_train, 0, err, errlen))
+        goto fail;
+    e->n_kv_head = e->n_head;
+    get_u32(f, "llama.attention.head_count_kv", &e->n_kv_head, 0, err, errlen);
+    if (e->n_embd % e->n_head || e->n_head % e->n_kv_head || (e->n_embd / e->n_head) % 2 ||
+        e->n_layer > 1024) {
+        snprintf(err, errlen, "engine: inconsistent hyper-parameters (embd %d, heads %d/%d)",
+                 e->n_embd, e->n_head, e->n_kv_head);
+        goto fail;
+    }
+    e->head_dim = e->n_embd / e->n_head;
+    e->n_rot = e->head_dim;
+    get_u32(f, "llama.rope.dimension_count", &e->n_rot, 0, err, errlen);
+    if (e->n_rot > e->head_dim || e->n_rot % 2) {
+        snprintf(err, errlen, "engine: rope.dimension_count %d invalid", e->n_rot);
+        goto fail;
+    }
+    e->eps = 1e-5f;
+    mf_gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &e->eps);
+    e->rope_base = 10000.0f;
+    mf_gguf_get_f32(f, "llama.rope.freq_base", &e->rope_base);
+    e->rope_freq_scale = 1.0f;
+    const char *rs_type;
+    float rs_factor;
+    if (mf_gguf_get_str(f, "llama.rope.scaling.type", &rs_type, NULL) == 0 &&
+        strcmp(rs_type, "linear") == 0 &&
+        mf_gguf_get_f32(f, "llama.rope.scaling.factor", &rs_factor) == 0 && rs_factor > 0)
+        e->rope_freq_scale = 1.0f / rs_factor;
+    if (engine_vocab_load(&e->vocab, f, err, errlen)) goto fail;
+    e->n_vocab = e->vocab.n_vocab;
+    int64_t D = e->n_embd, KV = (int64_t)e->n_kv_head * e->head_dim;
+    if (!(e->tok_embd = need_tensor(f, "token_embd.weight", D, e->n_vocab, err, errlen)) ||
+        !(e->out_norm = need_tensor(f, "output_norm.weight", D, 1, err, errlen)))
+        goto fail;
+    e->output = mf_gguf_find(f, "output.weight") ?
+        need_tensor(f, "output.weight", D, e->n_vocab, err, errlen) : e->tok_embd;
+    if (!e->output) goto fail;
+    e->layers = calloc((size_t)e->n_layer, sizeof *e->layers);
+    e->norm_w = calloc((size_t)e->n_layer * 2 + 1, sizeof *e->norm_w);
+    if (!e->layers || !e->norm_w) goto nomem;
+    for (int i = 0; i < e->n_layer; i++) {
+        engine_layer *L = &e->layers[i];
+        char nm[96];
+#define T(field, suffix, a, b)                                                  \
+        snprintf(nm, sizeof nm, "blk.%d." suffix ".weight", i);                 \
+        if (!(L->field = need_tensor(f, nm, a, b, err, errlen))) goto fail;
+        T(attn_norm, "attn_norm", D, 1)
+        T(wq, "attn_q", D, D)
+        T(wk, "attn_k", D, KV)
+        T(wv, "attn_v", D, KV)
+        T(wo, "attn_output", D, D)
+        T(ffn_norm, "ffn_norm", D, 1)
+        T(w_gate, "ffn_gate", D, e->n_ff)
+        T(w_up, "ffn_up", D, e->n_ff)
+        T(w_down, "ffn_down", e->n_ff, D)
+#undef T
+        if (!(e->norm_w[2 * i] = copy_f32(L->attn_norm, D)) ||
+            !(e->norm_w[2 * i + 1] = copy_f32(L->ffn_norm, D)))
+            goto nomem;
+    }
+    if (!(e->norm_w[2 * e->n_layer] = copy_f32(e->out_norm, D))) goto nomem;
+    if (e->p.n_ctx <= 0) e->p.n_ctx = e->n_ctx_train < 8192 ? e->n_ctx_train : 8192;
+    if (e->p.n_batch <= 0) e->p.n_batch = 64;
+    if (e->p.kv_block <= 0) e->p.kv_block = 64;
+    if (e->p.window <= 0) e->p.window = 1024;
+    if (e->p.n_global <= 0) e->p.n_global = 64;
+    if (e->p.sparse_random < 0 || e->p.sparse_random > 1) e->p.sparse_random = 0;
+    if (e->p.kv_type < 0 || e->p.kv_type > MMRAG_KV_INT4_CH || e->p.attn_mode < 0 ||
+        e->p.attn_mode > MMRAG_ATTN_SPARSE || e->p.n_ctx > (1 << 22)) {
+        snprintf(err, errlen, "engine: invalid parameters (kv_type %d, attn_mode %d, n_ctx %d)",
+                 e->p.kv_type, e->p.attn_mode, e->p.n_ctx);
+        goto fail;
+    }
+    if (e->p.n_ctx > e->n_ctx_train && e->p.rope_scaling != MMRAG_ROPE_NONE) {
+        float fac = e->p.rope_factor > 0 ? e->p.rope_factor : (float)e->p.n_ctx / (float)e->n_ctx_train;
+        if (e->p.rope_scaling == MMRAG_ROPE_LINEAR) e->rope_freq_scale /= fac;
+        else e->rope_base *= powf(fac, (float)e->n_rot / (float)(e->n_rot - 2)); /* NTK-aware */
+    }
+    snprintf(e->desc, sizeof e->desc, "llama %dL d%d %dh/%dkv ff%d vocab %d ctx %d (train %d)",
+             e->n_layer, e->n_embd, e->n_head, e->n_kv_head, e->n_ff, e->n_vocab, e->p.n_ctx,
+             e->n_ctx_train);
+    return e;
+nomem:
+    snprintf(err, errlen, "engine: out of memory");
+fail:
+    mmrag_engine_free(e);
+    return NULL;
+}
+
+void mmrag_engine_free(struct mmrag_engine *e) {
+    if (!e) return;
+    if (e->norm_w)
+        for (int i = 0; i <= 2 * e->n_layer; i++) free(e->norm_w[i]);
+    free(e->norm_w);
+    free(e->layers);
+    engine_vocab_free(&e->vocab);
+    mf_gguf_close(e->gguf);
+    free(e);
+}
+
+int32_t mmrag_engine_n_vocab(const struct mmrag_engine *e) { return e->n_vocab; }
+int32_t mmrag_engine_n_ctx(const struct mmrag_engine *e) { return e->p.n_ctx; }
+int32_t mmrag_engine_n_ctx_train(const struct mmrag_engine *e) { return e->n_ctx_train; }
+int32_t mmrag_engine_eos(const struct mmrag_engine *e) { return e->vocab.eos; }
+const char *mmrag_engine_desc(const struct mmrag_engine *e) { return e->desc; }
+
+static size_t block_bytes(const struct mmrag_engine *e, int kv_type, int B) {
+    size_t n = (size_t)B * (size_t)e->n_kv_head * (size_t)e->head_dim;
+    return kv_type == MMRAG_KV_F32 ? n * 4 : kv_type == MMRAG_KV_F16 ? n * 2 : n / 2;
+}
+
+/* int4 scales per (block, kv head): K uses index 0, V index 1 */
+static int scales_per_head(const struct mmrag_session *s, int v) {
+    if (s->e->p.kv_type == MMRAG_KV_INT4) return 1;
+    if (s->e->p.kv_type != MMRAG_KV_INT4_CH) return 0;
+    return v ? s->B : s->e->head_dim;
+}
+
+double mmrag_engine_kv_bytes_per_token(const struct mmrag_engine *e, int32_t kv_type) {
+    int B = e->p.kv_block;
+    double per_block = (double)block_bytes(e, kv_type, B);
+    if (kv_type == MMRAG_KV_INT4) per_block += 4.0 * e->n_kv_head; /* fp32 scales */
+    if (kv_type == MMRAG_KV_INT4_CH) per_block += 2.0 * (e->head_dim + B) * e->n_kv_head; /* fp32 scales: K hd + V B, halved as ×2 below */
+    return 2.0 * e->n_layer * per_block / B;
+}
+
+/* ---- sessions ------------------------------------------------------------------- */
+struct mmrag_session *mmrag_session_create(struct mmrag_engine *e, char *err, size_t errlen) {
+    struct mmrag_session *s = calloc(1, sizeof *s);
+    if (!s) goto nomem;
+    s->e = e;
+    s->n_ctx = e->p.n_ctx;
+    s->B = e->p.kv_block;
+    s->n_batch = e->p.n_batch;
+    s->n_blocks = (s->n_ctx + s->B - 1) / s->B;
+    s->kv_dim = e->n_kv_head * e->head_dim;
+    s->block_bytes = block_bytes(e, e->p.kv_type, s->B);
+    s->scale_stride = e->head_dim > s->B ? e->head_dim : s->B;
+    s->pool = kern_pool_create(e->p.n_threads);
+    if (!s->pool) goto nomem;
+    s->n_threads = kern_pool_size(s->pool);
+    size_t nb = (size_t)s->n_batch;
+    s->x = malloc(nb * e->n_embd * sizeof(float));
+    s->h = malloc(nb * e->n_embd * sizeof(float));
+    s->q = malloc(nb * e->n_embd * sizeof(float));
+    s->att = malloc(nb * e->n_embd * sizeof(float));
+    s->k = malloc(nb * s->kv_dim * sizeof(float));
+    s->v = malloc(nb * s->kv_dim * sizeof(float));
+    s->gate = malloc(nb * e->n_ff * sizeof(float));
+    s->up = malloc(nb * e->n_ff * sizeof(float));
+    s->logits = calloc((size_t)e->n_vocab, sizeof(float));
+    int group = e->n_head / e->n_kv_head;
+    size_t rmax = (size_t)16 * group; /* ATT_QT query rows x heads per group */
+    s->scratch_per_thread = (size_t)2 * s->B * e->head_dim + rmax * (2 * e->head_dim + s->B + 2);
+    s->scratch = malloc((size_t)s->n_threads * s->scratch_per_thread * sizeof(float));
+    s->kv = calloc((size_t)e->n_layer, sizeof *s->kv);
+    if (!s->x || !s->h || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up ||
+        !s->logits || !s->scratch || !s->kv)
+        goto nomem;
+    for (int l = 0; l < e->n_layer; l++) {
+        kv_layer *L = &s->kv[l];
+        L->k = calloc((size_t)s->n_blocks, sizeof *L->k);
+        L->v = calloc((size_t)s->n_blocks, sizeof *L->v);
+        L->ks = calloc((size_t)s->n_blocks * e->n_kv_head * s->scale_stride, sizeof *L->ks);
+        L->vs = calloc((size_t)s->n_blocks * e->n_kv_head * s->scale_stride, sizeof *L->vs);
+        L->kstage = malloc((size_t)s->B * s->kv_dim * sizeof(float));
+        L->vstage = malloc((size_t)s->B * s->kv_dim * sizeof(float));
+        if (!L->k || !L->v || !L->ks || !L->vs || !L->kstage || !L->vstage) goto nomem;
+    }
+    return s;
+nomem:
+    snprintf(err, errlen, "engine: out of memory creating a session");
+    mmrag_session_free(s);
+    return NULL;
+}
+
+void mmrag_session_reset(struct mmrag_session *s) {
+    for (int l = 0; l < s->e->n_layer; l++)
+        for (int b = 0; b < s->n_blocks; b++) {
+            free(s->kv[l].k[b]);
+            free(s->kv[l].v[b]);
+            s->kv[l].k[b] = s->kv[l].v[b] = NULL;
+        }
+    s->n_past = 0;
+}
+
+void mmrag_session_free(struct mmrag_session *s) {
+    if (!s) return;
+    if (s->kv) {
+        mmrag_session_reset(s);
+        for (int l = 0; l < s->e->n_layer; l++) {
+            kv_layer *L = &s->kv[l];
+            free(L->k); free(L->v); free(L->ks); free(L->vs); free(L->kstage); free(L->vstage);
+        }
+        free(s->kv);
+    }
+    free(s->x); free(s->h); free(s->q); free(s->att); free(s->k); free(s->v);
+    free(s->gate); free(s->up); free(s->logits); free(s->scratch);
+    kern_pool_free(s->pool);
+    free(s);
+}
+
+const char *mmrag_session_errmsg(const struct mmrag_session *s) { return s->err; }
+int32_t mmrag_session_n_past(const struct mmrag_session *s) { return s->n_past; }
+const float *mmrag_session_logits(const struct mmrag_session *s) { return s->logits; }
+
+size_t mmrag_session_kv_bytes(const struct mmrag_session *s) {
+    size_t full = (size_t)(s->n_past / s->B);
+    size_t per = 2 * s->block_bytes +
+                 4u * s->e->n_kv_head * (size_t)(scales_per_head(s, 0) + scales_per_head(s, 1));
+    return (size_t)s->e->n_layer * (full * per + 2 * (size_t)s->B * s->kv_dim * sizeof(float));
+}
+
+/* Converts the full stage block b of layer L to the cache type. */
+static int finalize_block(struct mmrag_session *s, kv_layer *L, int b) {
+    const struct mmrag_engine *e = s->e;
+    size_t n = (size_t)s->B * s->kv_dim;
+    for (int w = 0; w < 2; w++) {
+        const float *src = w ? L->vstage : L->kstage;
+        void *dst = malloc(s->block_bytes);
+        if (!dst) return -1;
+        if (e->p.kv_type == MMRAG_KV_F32) {
+            memcpy(dst, src, n * sizeof(float));
+        } else if (e->p.kv_type == MMRAG_KV_F16) {
+            uint16_t *d = dst;
+            for (size_t i = 0; i < n; i++) d[i] = kern_fp32_to_fp16(src[i]);
+        } else {
+            /* int4, symmetric: q = clip(round(x/s), -8, 7), s = max|x|/7 over the group that
+             * shares a scale: the whole block of a head (INT4), or per channel for K and per
+             * token for V within the block of a head (INT4_CH) */
+            int fine = e->p.kv_type == MMRAG_KV_INT4_CH;
+            int hd = e->head_dim, ns = scales_per_head(s, w);
+            uint8_t *d = dst;
+            for (int g = 0; g < e->n_kv_head; g++) {
+                float *scale = (w ? L->vs : L->ks) + ((size_t)b * e->n_kv_head + g) * s->scale_stride;
+                for (int k = 0; k < ns; k++) scale[k] = 0;
+                for (int t = 0; t < s->B; t++)
+                    for (int i = 0; i < hd; i++) {
+                        float a = fabsf(src[(size_t)t * s->kv_dim + g * hd + i]);
+                        int k = !fine ? 0 : w ? t : i;
+                        if (a > scale[k]) scale[k] = a;
+                    }
+                for (int k = 0; k < ns; k++) scale[k] /= 7.0f;
+                /* packed per head: [g][t][hd/2] so a head's block is contiguous */
+                uint8_t *o = d + ((size_t)g * s->B * hd) / 2;
+                for (int t = 0; t < s->B; t++)
+                    for (int i = 0; i < hd; i += 2) {
+                        const float *x = src + (size_t)t * s->kv_dim + g * hd + i;
+                        float s0 = scale[!fine ? 0 : w ? t : i], s1 = scale[!fine ? 0 : w ? t : i + 1];
+                        int q0 = s0 > 0 ? (int)lrintf(x[0] / s0) : 0;
+                        int q1 = s1 > 0 ? (int)lrintf(x[1] / s1) : 0;
+                        q0 = q0 < -8 ? -8 : q0 > 7 ? 7 : q0;
+                        q1 = q1 < -8 ? -8 : q1 > 7 ? 7 : q1;
+                        o[((size_t)t * hd + i) / 2] = (uint8_t)((q0 + 8) | ((q1 + 8) << 4));
+                    }
+            }
+        }
+        if (w) L->v[b] = dst; else L->k[b] = dst;
+    }
+    return 0;
+}
+
+/* Fills kd/vd [B][hd] (fp32) with kv head g of completed block b; returns pointers and
+ * the row stride to read them with (f32 blocks are read in place). */
+static void load_block(const struct mmrag_session *s, const kv_layer *L, int b, int g, float *kd,
+                       float *vd, const float **kp, const float **vp, int *stride) {
+    const struct mmrag_engine *e = s->e;
+    int hd = e->head_dim, B = s->B;
+    int kvt = e->p.kv_type;
+    if (kvt == MMRAG_KV_F32) {
+        *kp = (const float *)L->k[b] + g * hd;
+        *vp = (const float *)L->v[b] + g * hd;
+        *stride = s->kv_dim;
+        return;
+    }
+    *stride = hd;
+    *kp = kd;
+    *vp = vd;
+    if (kvt == MMRAG_KV_F16) {
+        for (int t = 0; t < B; t++) {
+            const uint16_t *ks = (const uint16_t *)L->k[b] + (size_t)t * s->kv_dim + g * hd;
+            const uint16_t *vs = (const uint16_t *)L->v[b] + (size_t)t * s->kv_dim + g * hd;
+            for (int i = 0; i < hd; i++) {
+                kd[t * hd + i] = kern_fp16_to_fp32(ks[i]);
+                vd[t * hd + i] = kern_fp16_to_fp32(vs[i]);
+            }
+        }
+        return;
+    }
+    int fine = kvt == MMRAG_KV_INT4_CH;
+    const float *ksc = L->ks + ((size_t)b * e->n_kv_head + g) * s->scale_stride;
+    const float *vsc = L->vs + ((size_t)b * e->n_kv_head + g) * s->scale_stride;
+    const uint8_t *kq = (const uint8_t *)L->k[b] + ((size_t)g * B * hd) / 2;
+    const uint8_t *vq = (const uint8_t *)L->v[b] + ((size_t)g * B * hd) / 2;
+    for (int t = 0; t < B; t++)
+        for (int i = 0; i < hd; i += 2) {
+            int j = (t * hd + i) / 2;
+            float k0 = ksc[fine ? i : 0], k1 = ksc[fine ? i + 1 : 0], v = vsc[fine ? t : 0];
+            kd[t * hd + i] = (float)((kq[j] & 15) - 8) * k0;
+            kd[t * hd + i + 1] = (float)((kq[j] >> 4) - 8) * k1;
+            vd[t * hd + i] = (float)((vq[j] & 15) - 8) * v;
+            vd[t * hd + i + 1] = (float)((vq[j] >> 4) - 8) * v;
+        }
+}
+
+/* Deterministic pick of random (query block, key block) pairs for the sparse pattern. */
+static int random_block(const struct mmrag_engine *e, int64_t kp, int64_t qp) {
+    uint64_t z = ((uint64_t)e->p.sparse_seed << 40) ^ ((uint64_t)(qp / e->p.kv_block) << 20) ^
+                 (uint64_t)(kp / e->p.kv_block);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-53 < e->p.sparse_random;
+}
+
+static int key_visible(const struct mmrag_engine *e, int64_t kp, int64_t qp) {
+    if (kp > qp) return 0;
+    if (e->p.attn_mode == MMRAG_ATTN_FULL) return 1;
+    if (kp > qp - e->p.window) return 1;
+    if (e->p.attn_mode != MMRAG_ATTN_SPARSE) return 0;
+    return kp < e->p.n_global || (e->p.sparse_random > 0 && random_block(e, kp, qp));
+}
+
+typedef struct {
+    struct mmrag_session *s;
+    const kv_layer *L;
+    int64_t p0;
+    int n;
+} attn_ctx;
+
+#define ATT_QT 16 /* queries per attention task */
+
+/* One task = (kv head g, tile of up to ATT_QT queries): flash-attention style over the
+ * visible KV blocks, scores and P·V as small GEMMs for all query heads of g's group,
+ * online softmax per row (row = query x head of the group). */
+static void attn_task(void *vctx, int64_t begin, int64_t end, int thread) {
+    attn_ctx *c = vctx;
+    struct mmrag_session *s = c->s;
+    const struct mmrag_engine *e = s->e;
+    int hd = e->head_dim, group = e->n_head / e->n_kv_head, B = s->B;
+    int ntile = (c->n + ATT_QT - 1) / ATT_QT, RMAX = ATT_QT * group;
+    float *kd = s->scratch + (size_t)thread * s->scratch_per_thread;
+    float *vd = kd + (size_t)B * hd;
+    float *qg = vd + (size_t)B * hd;          /* [R][hd] */
+    float *acc = qg + (size_t)RMAX * hd;      /* [R][hd] */
+    float *sc = acc + (size_t)RMAX * hd;      /* [R][B] */
+    float *mx = sc + (size_t)RMAX * B, *sum = mx + RMAX;
+    float scale = 1.0f / sqrtf((float)hd);
+    int64_t total = c->p0 + c->n;
+    int full_blocks = (int)(total / B);
+    for (int64_t task = begin; task < end; task++) {
+        int g = (int)(task / ntile), i0 = (int)(task % ntile) * ATT_QT;
+        int nq = c->n - i0 < ATT_QT ? c->n - i0 : ATT_QT, R = nq * group;
+        for (int i = 0; i < nq; i++)
+            memcpy(qg + (size_t)i * group * hd, s->q + (size_t)(i0 + i) * e->n_embd + (size_t)g * group * hd,
+                   (size_t)group * hd * sizeof *qg);
+        for (int r = 0; r < R; r++) { mx[r] = -INFINITY; sum[r] = 0; }
+        memset(acc, 0, (size_t)R * hd * sizeof *acc);
+        int64_t qlast = c->p0 + i0 + nq - 1, qfirst = c->p0 + i0;
+        int nb = (int)(qlast / B) + 1;
+        for (int b = 0; b < nb; b++) {
+            int64_t k0 = (int64_t)b * B;
+            int kn = (int)(k0 + B - 1 < qlast ? B : qlast - k0 + 1);
+            /* skip blocks no query of the tile can see */
+            if (e->p.attn_mode != MMRAG_ATTN_FULL &&
+                !(e->p.attn_mode == MMRAG_ATTN_SPARSE && (k0 < e->p.n_global || e->p.sparse_random > 0)) &&
+                k0 + kn - 1 <= qfirst - e->p.window)
+                continue;
+            const float *kp, *vp;
+            int stride;
+            if (b < full_blocks && c->L->k[b]) {
+                load_block(s, c->L, b, g, kd, vd, &kp, &vp, &stride);
+            } else {
+                kp = c->L->kstage + g * hd;
+                vp = c->L->vstage + g * hd;
+                stride = s->kv_dim;
+            }
+            kern_gemm_f32(1, R, kn, hd, scale, qg, hd, kp, stride, 0.0f, sc, B);
+            for (int r = 0; r < R; r++) {
+                int64_t qp = qfirst + r / group;
+                float *row = sc + (size_t)r * B, m = mx[r];
+                for (int t = 0; t < kn; t++) {
+                    if (!key_visible(e, k0 + t, qp)) row[t] = -INFINITY;
+                    else if (row[t] > m) m = row[t];
+                }
+                if (m == -INFINITY) { /* nothing visible in this block for this row */
+                    for (int t = 0; t < kn; t++) row[t] = 0;
+                    continue;
+                }
+                float corr = expf(mx[r] - m), z = 0;
+                for (int t = 0; t < kn; t++) {
+                    row[t] = row[t] == -INFINITY ? 0 : expf(row[t] - m);
+                    z += row[t];
+                }
+                sum[r] = sum[r] * corr + z;
+                mx[r] = m;
+                float *a = acc + (size_t)r * hd;
+                if (corr != 1.0f)
+                    for (int d = 0; d < hd; d++) a[d] *= corr;
+            }
+            kern_gemm_f32(0, R, hd, kn, 1.0f, sc, B, vp, stride, 1.0f, acc, hd);
+        }
+        for (int i = 0; i < nq; i++) {
+            float *out = s->att + (size_t)(i0 + i) * e->n_embd + (size_t)g * group * hd;
+            for (int h = 0; h < group; h++) {
+                int r = i * group + h;
+                for (int d = 0; d < hd; d++)
+                    out[h * hd + d] = sum[r] > 0 ? acc[(size_t)r * hd + d] / sum[r] : 0;
+            }
+        }
+    }
+}
+
+/* Runs n tokens (n <= n_batch) at positions n_past.. through the model. out_logits:
+ * NULL = logits of the last token into s->logits; else all rows [n][vocab]. */
+static int forward_chunk(struct mmrag_session *s, const int32_t *ids, int n, float *all) {
+    const struct mmrag_engine *e = s->e;
+    int D = e->n_embd, KV = s->kv_dim, FF = e->n_ff;
+    int64_t p0 = s->n_past;
+    size_t erow = kern_type_row_bytes((kern_type)e->tok_embd->type, D);
+    for (int i = 0; i < n; i++)
+        kern_to_f32((kern_type)e->tok_embd->type, (const char *)e->tok_embd->data + erow * ids[i],
+                    s->x + (size_t)i * D, D);
+    for (int l = 0; l < e->n_layer; l++) {
+        const engine_layer *W = &e->layers[l];
+        kv_layer *L = &s->kv[l];
+        for (int i = 0; i < n; i++)
+            kern_rmsnorm(s->x + (size_t)i * D, s->h + (size_t)i * D, D, e->norm_w[2 * l], e->eps);
+        kern_linear(s->pool, s->h, n, D, W->wq->data, (kern_type)W->wq->type, NULL, D, s->q);
+        kern_linear(s->pool, s->h, n, D, W->wk->data, (kern_type)W->wk->type, NULL, KV, s->k);
+        kern_linear(s->pool, s->h, n, D, W->wv->data, (kern_type)W->wv->type, NULL, KV, s->v);
+        for (int i = 0; i < n; i++) {
+            int64_t pos = p0 + i;
+            kern_rope(s->q + (size_t)i * D, e->n_head, e->head_dim, e->n_rot, pos, e->rope_base,
+                      e->rope_freq_scale, 0);
+            kern_rope(s->k + (size_t)i * KV, e->n_kv_head, e->head_dim, e->n_rot, pos,
+                      e->rope_base, e->rope_freq_scale, 0);
+            int slot = (int)(pos % s->B);
+            memcpy(L->kstage + (size_t)slot * KV, s->k + (size_t)i * KV, KV * sizeof(float));
+            memcpy(L->vstage + (size_t)slot * KV, s->v + (size_t)i * KV, KV * sizeof(float));
+            if (slot == s->B - 1 && finalize_block(s, L, (int)(pos / s->B)))
+                return set_err(s, MMRAG_ENGINE_NOMEM, "engine: out of memory for the KV cache");
+        }
+        /* attention reads completed blocks from the cache, the rest from the stage; a
+         * chunk that crossed a block boundary has its earlier tokens in completed blocks */
+        attn_ctx ac = {s, L, p0, n};
+        kern_pool_run(s->pool, (int64_t)e->n_kv_head * ((n + ATT_QT - 1) / ATT_QT), 1, attn_task, &ac);
+        kern_linear(s->pool, s->att, n, D, W->wo->data, (kern_type)W->wo->type, NULL, D, s->h);
+        kern_add(s->x, s->h, (int64_t)n * D);
+        for (int i = 0; i < n; i++)
+            kern_rmsnorm(s->x + (size_t)i * D, s->h + (size_t)i * D, D, e->norm_w[2 * l + 1], e->eps);
+        kern_linear(s->pool, s->h, n, D, W->w_gate->data, (kern_type)W->w_gate->type, NULL, FF, s->gate);
+        kern_linear(s->pool, s->h, n, D, W->w_up->data, (kern_type)W->w_up->type, NULL, FF, s->up);
+        kern_swiglu(s->gate, s->up, s->gate, (int64_t)n * FF);
+        kern_linear(s->pool, s->gate, n, FF, W->w_down->data, (kern_type)W->w_down->type, NULL, D, s->h);
+        kern_add(s->x, s->h, (int64_t)n * D);
+    }
+    int first = all ? 0 : n - 1;
+    for (int i = first; i < n; i++)
+        kern_rmsnorm(s->x + (size_t)i * D, s->h + (size_t)(i - first) * D, D,
+                     e->norm_w[2 * e->n_layer], e->eps);
+    float *dst = all ? all : s->logits;
+    kern_linear(s->pool, s->h, n - first, D, e->output->data, (kern_type)e->output->type, NULL,
+                e->n_vocab, dst);
+    if (all) memcpy(s->logits, all + (size_t)(n - 1) * e->n_vocab, e->n_vocab * sizeof(float));
+    s->n_past += n;
+    return 0;
+}
+
+int mmrag_session_eval_all(struct mmrag_session *s, const int32_t *ids, int32_t n,
+                           float *all_logits) {
+    s->err[0] = 0;
+    if (n <= 0) return set_err(s, MMRAG_ENGINE_ERROR, "engine: nothing to evaluate");
+    if ((int64_t)s->n_past + n > s->n_ctx)
+        return set_err(s, MMRAG_ENGINE_CONTEXT_FULL,
+                       "engine: %d tokens after %d do not fit the context of %d tokens", n,
+                       s->n_past, s->n_ctx);
+    for (int32_t i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= s->e->n_vocab)
+            return set_err(s, MMRAG_ENGINE_ERROR, "engine: token id %d out of range", ids[i]);
+    for (int32_t i = 0; i < n; i += s->n_batch) {
+        int m = n - i < s->n_batch ? n - i : s->n_batch;
+        int rc = forward_chunk(s, ids + i, m,
+                               all_logits ? all_logits + (size_t)i * s->e->n_vocab : NULL);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+int mmrag_session_eval(struct mmrag_session *s, const int32_t *ids, int32_t n) {
+    return mmrag_session_eval_all(s, ids, n, NULL);
+}

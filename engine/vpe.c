@@ -1,0 +1,574 @@
+/* engine/vpe.c — region scoring and confidence for vpe_locate (see engine/vpe.h). */
+#include <ctype.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "engine/vpe.h"
+#include "engine/vpe_internal.h"
+#include "vision/clip.h"
+#include "vision/textenc.h"
+
+#define BIT(k) (1u << (k))
+#define CACHE_CAP 4096          /* cached text embeddings; the cache is cleared when full */
+
+/* Calibration (unit: cosine of MiniLM mean-pooled embeddings). Descriptions that
+ * paraphrase a caption score about 0.45-0.8 against it; unrelated text about -0.1-0.3. */
+#define SEM_MID 0.45f           /* cosine at which the semantic satisfaction is 0.5 */
+#define SEM_SLOPE 0.08f
+#define CONTEXT_SCALE 0.85f     /* nearby text counts a little less than the region's own */
+#define MARGIN_SCALE 0.05f      /* score margin at which the margin factor is ~0.73 */
+#define CLIP_MID 0.22f          /* CLIP image-text cosine at satisfaction 0.5 */
+#define CLIP_SLOPE 0.03f
+
+enum { C_KIND, C_LABEL, C_ORD, C_POS, C_REL, C_SEM, C_CLIP, C_N };
+static const char *const cname[C_N] = {"kind", "label", "ord", "pos", "rel", "sem", "clip"};
+
+typedef struct {
+    char *text;
+    uint64_t hash;
+    float *vec;
+} cache_ent;
+
+struct vpe {
+    textenc *te;
+    clip_model *clip;
+    int32_t dim;
+    pthread_mutex_t mu;
+    cache_ent *ents;            /* open addressing, CACHE_CAP * 2 slots */
+    int32_t n_ents;
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = snprintf(err, errlen, "vpe: ");
+    if (k > 0 && (size_t)k < errlen) vsnprintf(err + k, errlen - (size_t)k, fmt, ap);
+    va_end(ap);
+}
+
+void vpe_options_default(vpe_options *o) {
+    memset(o, 0, sizeof *o);
+    o->threshold = 0.75f;
+    o->clip_weight = 1.0f;
+}
+
+const char *vpe_kind_name(int32_t kind) {
+    static const char *const names[VPE_KIND_COUNT] = {"raster", "figure", "caption",
+                                                      "table", "text", "heading"};
+    return kind >= 0 && kind < VPE_KIND_COUNT ? names[kind] : "unknown";
+}
+
+float vpe_iou(const float a[4], const float b[4]) {
+    float ix = fminf(a[2], b[2]) - fmaxf(a[0], b[0]);
+    float iy = fminf(a[3], b[3]) - fmaxf(a[1], b[1]);
+    if (ix <= 0 || iy <= 0) return 0;
+    float inter = ix * iy;
+    float ua = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter;
+    return ua > 0 ? inter / ua : 0;
+}
+
+int vpe_create(textenc *te, clip_model *clip, vpe **out, char *err, size_t errlen) {
+    if (!out) { set_err(err, errlen, "NULL output"); return -1; }
+    *out = NULL;
+    if (!te) { set_err(err, errlen, "a text encoder is required"); return -1; }
+    vpe *v = calloc(1, sizeof *v);
+    if (v) v->ents = calloc(CACHE_CAP * 2, sizeof *v->ents);
+    if (!v || !v->ents) {
+        if (v) free(v);
+        set_err(err, errlen, "out of memory");
+        return -1;
+    }
+    v->te = te;
+    v->clip = clip;
+    v->dim = textenc_dim(te);
+    pthread_mutex_init(&v->mu, NULL);
+    *out = v;
+    return 0;
+}
+
+static void cache_clear(vpe *v) {
+    for (int i = 0; i < CACHE_CAP * 2; i++) {
+        free(v->ents[i].text);
+        free(v->ents[i].vec);
+    }
+    memset(v->ents, 0, CACHE_CAP * 2 * sizeof *v->ents);
+    v->n_ents = 0;
+}
+
+void vpe_free(vpe *v) {
+    if (!v) return;
+    cache_clear(v);
+    free(v->ents);
+    pthread_mutex_destroy(&v->mu);
+    free(v);
+}
+
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Slot holding `s`, or the empty slot where it belongs. Caller holds the mutex. */
+static cache_ent *cache_slot(vpe *v, const char *s, uint64_t h) {
+    uint32_t i = (uint32_t)(h % (CACHE_CAP * 2));
+    while (v->ents[i].text && (v->ents[i].hash != h || strcmp(v->ents[i].text, s)))
+        i = (i + 1) % (CACHE_CAP * 2);
+    return &v->ents[i];
+}
+
+/* Embeddings of n texts into out[n][dim] (NULL/empty text: zero vector), via the cache. */
+static int embed_texts(vpe *v, const char *const *texts, int32_t n, float *out, char *err,
+                       size_t errlen) {
+    int32_t dim = v->dim, nm = 0;
+    int32_t *miss = malloc(sizeof *miss * (size_t)(n ? n : 1));
+    if (!miss) { set_err(err, errlen, "out of memory"); return -1; }
+    pthread_mutex_lock(&v->mu);
+    for (int32_t i = 0; i < n; i++) {
+        float *o = out + (size_t)i * dim;
+        if (!texts[i] || !texts[i][0]) { memset(o, 0, sizeof *o * dim); continue; }
+        cache_ent *e = cache_slot(v, texts[i], fnv1a(texts[i]));
+        if (e->text) memcpy(o, e->vec, sizeof *o * dim);
+        else miss[nm++] = i;
+    }
+    pthread_mutex_unlock(&v->mu);
+    int rc = 0;
+    if (nm) {
+        const char **mt = malloc(sizeof *mt * (size_t)nm);
+        float *mv = malloc(sizeof *mv * (size_t)nm * dim);
+        if (!mt || !mv) { set_err(err, errlen, "out of memory"); rc = -1; }
+        for (int32_t k = 0; !rc && k < nm; k++) mt[k] = texts[miss[k]];
+        char e2[256];
+        if (!rc && textenc_embed(v->te, mt, nm, mv, e2, sizeof e2)) {
+            set_err(err, errlen, "%s", e2);
+            rc = -1;
+        }
+        if (!rc) {
+            pthread_mutex_lock(&v->mu);
+            for (int32_t k = 0; k < nm; k++) {
+                memcpy(out + (size_t)miss[k] * dim, mv + (size_t)k * dim, sizeof *mv * dim);
+                if (v->n_ents >= CACHE_CAP) cache_clear(v);
+                uint64_t h = fnv1a(mt[k]);
+                cache_ent *e = cache_slot(v, mt[k], h);
+                if (e->text) continue;   /* another thread added it meanwhile */
+                e->text = strdup(mt[k]);
+                e->vec = malloc(sizeof *e->vec * dim);
+                if (!e->text || !e->vec) {
+                    free(e->text);
+                    free(e->vec);
+                    e->text = NULL;
+                    e->vec = NULL;
+                    continue;   /* not cached: still correct */
+                }
+                e->hash = h;
+                memcpy(e->vec, mv + (size_t)k * dim, sizeof *mv * dim);
+                v->n_ents++;
+            }
+            pthread_mutex_unlock(&v->mu);
+        }
+        free(mt);
+        free(mv);
+    }
+    free(miss);
+    return rc;
+}
+
+static float dotf(const float *a, const float *b, int32_t n) {
+    float s = 0;
+    for (int32_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
+static float clamp01(float x) { return x < 0 ? 0 : x > 1 ? 1 : x; }
+static float cy(const vpe_region *r) { return 0.5f * (r->box[1] + r->box[3]); }
+static float cx(const vpe_region *r) { return 0.5f * (r->box[0] + r->box[2]); }
+
+/* Kind satisfaction for sets (primary, secondary); no kind word: visual regions are
+ * what people usually point at, text regions get half. */
+static float kind_sat(uint32_t prim, uint32_t sec, int32_t kind) {
+    if (kind < 0 || kind >= VPE_KIND_COUNT) return 0;
+    if (!prim) return (kind == VPE_KIND_RASTER || kind == VPE_KIND_FIGURE || kind == VPE_KIND_TABLE)
+                          ? 1.0f : 0.5f;
+    if (prim & BIT(kind)) return 1.0f;
+    if (sec & BIT(kind)) return 0.5f;
+    return 0;
+}
+
+/* Does the region text carry the label "Figure N" / "Fig. N" / "Table N"? */
+static int has_label(const char *t, int32_t num, int32_t table) {
+    if (!t) return 0;
+    for (const char *p = t; *p; p++) {
+        if (p != t && isalnum((unsigned char)p[-1])) continue;
+        size_t l = 0;
+        if (table) {
+            if (!strncasecmp(p, "table", 5)) l = 5;
+            else if (!strncasecmp(p, "tab.", 4)) l = 4;
+        } else {
+            if (!strncasecmp(p, "figure", 6)) l = 6;
+            else if (!strncasecmp(p, "fig.", 4)) l = 4;
+            else if (!strncasecmp(p, "fig", 3)) l = 3;
+        }
+        if (!l) continue;
+        const char *s = p + l;
+        while (*s == ' ' || *s == '.' || *s == '\t') s++;
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (end != s && v == num && !isdigit((unsigned char)*end)) return 1;
+    }
+    return 0;
+}
+
+/* Reading order: page, then rows top to bottom, regions side by side left to right. */
+static int before_in_reading(const vpe_region *a, const vpe_region *b) {
+    if (a->page != b->page) return a->page < b->page;
+    float ov = fminf(a->box[3], b->box[3]) - fmaxf(a->box[1], b->box[1]);
+    float hmin = fminf(a->box[3] - a->box[1], b->box[3] - b->box[1]);
+    if (hmin > 0 && ov > 0.5f * hmin) return a->box[0] < b->box[0];
+    return a->box[1] < b->box[1];
+}
+
+/* Gap from anchor a to region r in direction rel (negative = overlapping / wrong side). */
+static float rel_gap(const vpe_region *r, const vpe_region *a, int32_t rel) {
+    if (r->page != a->page || r == a || vpe_iou(r->box, a->box) > 0.3f) return -1;
+    switch (rel) {
+    case VPE_REL_BELOW: return cy(r) > a->box[3] ? fmaxf(r->box[1] - a->box[3], 0.0f) : -1;
+    case VPE_REL_ABOVE: return cy(r) < a->box[1] ? fmaxf(a->box[1] - r->box[3], 0.0f) : -1;
+    case VPE_REL_LEFT: return cx(r) < a->box[0] ? fmaxf(a->box[0] - r->box[2], 0.0f) : -1;
+    case VPE_REL_RIGHT: return cx(r) > a->box[2] ? fmaxf(r->box[0] - a->box[2], 0.0f) : -1;
+    }
+    return -1;
+}
+
+typedef struct {
+    const vpe_region *c;
+    int32_t n;
+    const vpe_query *q;
+    const uint8_t *elig;        /* passes the page filter */
+    float *ksat;                /* kind satisfaction */
+    float *sem;                 /* semantic cosine of region text vs target */
+    float *asem;                /* semantic cosine of region text vs anchor */
+} ctx;
+
+/* Relation satisfaction per candidate: max over anchors of anchor score x closeness.
+ * Returns the best anchor score (0 when nothing looks like the anchor). */
+static float relation_sat(const ctx *x, float *sat) {
+    const vpe_query *q = x->q;
+    float best_anchor = 0;
+    for (int32_t i = 0; i < x->n; i++) sat[i] = 0;
+    for (int32_t a = 0; a < x->n; a++) {
+        const vpe_region *ra = &x->c[a];
+        float as = q->anchor_primary ? kind_sat(q->anchor_primary, q->anchor_secondary, ra->kind)
+                                     : 1.0f;
+        if (q->anchor_label_num)
+            as *= has_label(ra->text, q->anchor_label_num, q->anchor_label_table) ? 1.0f : 0.0f;
+        if (q->anchor_n_content) as *= sigm((x->asem[a] - SEM_MID) / SEM_SLOPE);
+        if (as < 0.05f) continue;
+        if (as > best_anchor) best_anchor = as;
+        /* nearest eligible region of the asked kind in that direction */
+        float mingap = 1e9f;
+        for (int32_t i = 0; i < x->n; i++) {
+            if (!x->elig[i] || x->ksat[i] < 1.0f) continue;
+            float g = rel_gap(&x->c[i], ra, q->rel);
+            if (g >= 0 && g < mingap) mingap = g;
+        }
+        if (mingap > 1e8f) mingap = 0;
+        for (int32_t i = 0; i < x->n; i++) {
+            float g = rel_gap(&x->c[i], ra, q->rel);
+            if (g < 0) continue;
+            float s = as * expf(-fmaxf(g - mingap, 0.0f) / 0.08f);
+            if (s > sat[i]) sat[i] = s;
+        }
+    }
+    return best_anchor;
+}
+
+static void ordinal_sat(const ctx *x, float *sat) {
+    int32_t m = 0, *idx = malloc(sizeof *idx * (size_t)x->n);
+    for (int32_t i = 0; i < x->n; i++) sat[i] = 0;
+    if (!idx) return;
+    for (int32_t i = 0; i < x->n; i++)
+        if (x->elig[i] && x->ksat[i] >= 1.0f) {
+            /* insertion sort: the reading-order comparison is not a strict total order */
+            int32_t j = m++;
+            while (j > 0 && before_in_reading(&x->c[i], &x->c[idx[j - 1]])) {
+                idx[j] = idx[j - 1];
+                j--;
+            }
+            idx[j] = i;
+        }
+    int32_t pick = x->q->ordinal < 0 ? m - 1 : x->q->ordinal - 1;
+    if (pick >= 0 && pick < m) sat[idx[pick]] = 1;
+    free(idx);
+}
+
+/* Position on the page: half absolute (where on the page), half relative (the most
+ * extreme of the asked kind on its page). */
+static void position_sat(const ctx *x, float *sat) {
+    const vpe_query *q = x->q;
+    for (int32_t i = 0; i < x->n; i++) {
+        const vpe_region *r = &x->c[i];
+        float s = 1;
+        if (q->pos_v) {
+            float ab = q->pos_v < 0 ? clamp01((0.7f - cy(r)) / 0.4f) : clamp01((cy(r) - 0.3f) / 0.4f);
+            int extreme = 1;
+            for (int32_t k = 0; k < x->n; k++)
+                if (k != i && x->elig[k] && x->ksat[k] >= 1.0f && x->c[k].page == r->page &&
+                    (q->pos_v < 0 ? cy(&x->c[k]) < cy(r) - 0.01f : cy(&x->c[k]) > cy(r) + 0.01f))
+                    extreme = 0;
+            s *= 0.5f * ab + 0.5f * (float)extreme;
+        }
+        if (q->pos_h) {
+            float ab = q->pos_h < 0 ? clamp01((0.65f - cx(r)) / 0.3f) : clamp01((cx(r) - 0.35f) / 0.3f);
+            int extreme = 1;
+            for (int32_t k = 0; k < x->n; k++)
+                if (k != i && x->elig[k] && x->ksat[k] >= 1.0f && x->c[k].page == r->page &&
+                    (q->pos_h < 0 ? cx(&x->c[k]) < cx(r) - 0.01f : cx(&x->c[k]) > cx(r) + 0.01f))
+                    extreme = 0;
+            s *= 0.5f * ab + 0.5f * (float)extreme;
+        }
+        sat[i] = s;
+    }
+}
+
+/* CLIP term: best patch token of the region's preview against the description. */
+static int clip_sat(vpe *v, const vpe_region *c, int32_t n, const uint8_t *elig,
+                    const char *desc, float *sat, uint8_t *has, char *err, size_t errlen) {
+    float t[CLIP_MAX_DIM];
+    char e2[256];
+    if (clip_embed_text(v->clip, desc, t, e2, sizeof e2)) {
+        set_err(err, errlen, "%s", e2);
+        return -1;
+    }
+    int32_t dim = clip_dim(v->clip);
+    for (int32_t i = 0; i < n; i++) {
+        has[i] = 0;
+        if (!elig[i] || !c[i].png || !c[i].png_len) continue;
+        vision_image img;
+        if (vision_image_load_buffer(c[i].png, c[i].png_len, 0, 0, &img, e2, sizeof e2)) continue;
+        float g[CLIP_MAX_DIM], *tok = NULL;
+        int32_t gh = 0, gw = 0;
+        if (!clip_patch_tokens(v->clip, &img, 0, g, &tok, &gh, &gw, e2, sizeof e2)) {
+            float best = dotf(g, t, dim);
+            for (int32_t p = 0; p < gh * gw; p++) best = fmaxf(best, dotf(tok + (size_t)p * dim, t, dim));
+            sat[i] = sigm((best - CLIP_MID) / CLIP_SLOPE);
+            has[i] = 1;
+        }
+        free(tok);
+        vision_image_free(&img);
+    }
+    return 0;
+}
+
+/* Fraction of the content words (>= 3 letters) found in text as a word prefix of the
+ * first 5 letters ("quarterly" matches "quarter"), 0..1; -1 when there are none. */
+static float lexical(const char *words, const char *text) {
+    if (!words || !text) return -1;
+    int tot = 0, hit = 0;
+    const char *w = words;
+    while (*w) {
+        size_t l = strcspn(w, " ");
+        if (l >= 3) {
+            size_t m = l < 5 ? l : 5;
+            tot++;
+            for (const char *p = text; *p; p++) {
+                if (p != text && isalnum((unsigned char)p[-1])) continue;
+                if (!strncasecmp(p, w, m) && (l > 5 || !isalnum((unsigned char)p[m]))) { hit++; break; }
+            }
+        }
+        w += l;
+        while (*w == ' ') w++;
+    }
+    return tot ? (float)hit / (float)tot : -1;
+}
+
+/* Similarity of a query (embedding + content words) to a region: the best of the
+ * embedding cosine with its own text, with its nearby text (scaled down), and a lexical
+ * overlap mapped onto the cosine scale (short names like "revenue" embed poorly), plus
+ * a small bonus for shared words (MiniLM rates near-topics such as "quarterly output" vs
+ * "efficiency over six months" almost alike). */
+static float similarity(const float *qv, const char *qwords, const float *tv, const float *cv,
+                        const vpe_region *r, int32_t dim) {
+    float s = fmaxf(dotf(qv, tv, dim), CONTEXT_SCALE * dotf(qv, cv, dim));
+    float lx = fmaxf(lexical(qwords, r->text), CONTEXT_SCALE * lexical(qwords, r->context));
+    if (lx > 0) s = fmaxf(s, 0.2f + 0.6f * lx) + 0.1f * lx;
+    return s;
+}
+
+static void explain(const vpe_query *q, int32_t page, char *buf, size_t len) {
+    size_t k = 0;
+#define ADD(...) do { int w_ = snprintf(buf + k, len - k, __VA_ARGS__); \
+                      if (w_ > 0) k = k + (size_t)w_ < len ? k + (size_t)w_ : len - 1; } while (0)
+    buf[0] = 0;
+    if (q->kind_primary) {
+        ADD("kind=");
+        for (int i = 0; i < VPE_KIND_COUNT; i++)
+            if (q->kind_primary & BIT(i)) ADD("%s,", vpe_kind_name(i));
+        k--;
+        buf[k] = 0;
+        ADD(" ");
+    }
+    if (q->label_num) ADD("label=%s %d ", q->label_table ? "table" : "figure", q->label_num);
+    if (page) ADD("page=%d ", page);
+    if (q->ordinal) ADD("ordinal=%d ", q->ordinal);
+    if (q->pos_v) ADD("%s ", q->pos_v < 0 ? "top" : "bottom");
+    if (q->pos_h) ADD("%s ", q->pos_h < 0 ? "left" : "right");
+    if (q->rel) ADD("rel=%s anchor='%.60s' ", q->rel == VPE_REL_ABOVE ? "above" : q->rel == VPE_REL_BELOW
+                    ? "below" : q->rel == VPE_REL_LEFT ? "left-of" : "right-of", q->anchor);
+    if (q->n_content) ADD("content='%.80s' ", q->target);
+#undef ADD
+}
+
+int vpe_locate(vpe *v, const vpe_region *cands, int32_t n, const char *description,
+               const vpe_options *o, vpe_result *out, char *err, size_t errlen) {
+    if (!v || !out || !description || n < 0 || (n > 0 && !cands)) {
+        set_err(err, errlen, "bad arguments");
+        return -1;
+    }
+    vpe_options def;
+    if (!o) { vpe_options_default(&def); o = &def; }
+    memset(out, 0, sizeof *out);
+    out->index = -1;
+    vpe_query q;
+    vpe_query_parse(description, &q);
+    int32_t page = o->page > 0 ? o->page : q.page;
+    explain(&q, page, out->why, sizeof out->why);
+    const char *dp = description;
+    while (*dp && isspace((unsigned char)*dp)) dp++;
+    if (!*dp) { set_err(err, errlen, "empty description"); return -1; }
+    if (n == 0) return 0;
+
+    int32_t dim = v->dim, nt = 2 * n + 3;
+    float *buf = calloc((size_t)nt * dim + (size_t)n * (5 + C_N), sizeof *buf);
+    uint8_t *elig = calloc((size_t)n * 2, 1);
+    const char **texts = malloc(sizeof *texts * (size_t)nt);
+    int rc = -1;
+    if (!buf || !elig || !texts) { set_err(err, errlen, "out of memory"); goto done; }
+    float *vec = buf, *sem = buf + (size_t)nt * dim, *asem = sem + n, *ksat = asem + n;
+    float *score = ksat + n, *absv = score + n;
+    float *sat[C_N];
+    for (int k = 0; k < C_N; k++) sat[k] = absv + n + (size_t)k * n;
+    uint8_t *has_clip = elig + n;
+    int32_t n_elig = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const vpe_region *r = &cands[i];
+        int okbox = isfinite(r->box[0]) && isfinite(r->box[1]) && isfinite(r->box[2]) &&
+                    isfinite(r->box[3]) && r->box[2] >= r->box[0] && r->box[3] >= r->box[1];
+        elig[i] = okbox && (page <= 0 || r->page == page);
+        n_elig += elig[i];
+        texts[2 * i] = r->text;
+        texts[2 * i + 1] = r->context;
+    }
+    texts[2 * n] = q.target;
+    texts[2 * n + 1] = q.anchor;
+    texts[2 * n + 2] = q.target_all;
+    if (!n_elig) { rc = 0; goto done; }
+    if (embed_texts(v, texts, nt, vec, err, errlen)) goto done;
+    const float *qt = vec + (size_t)2 * n * dim, *qa = qt + dim, *qall = qa + dim;
+    for (int32_t i = 0; i < n; i++) {
+        const float *tv = vec + (size_t)2 * i * dim, *cv = tv + dim;
+        sem[i] = similarity(qt, q.target_words, tv, cv, &cands[i], dim);
+        asem[i] = similarity(qa, q.anchor, tv, cv, &cands[i], dim);
+        ksat[i] = kind_sat(q.kind_primary, q.kind_secondary, cands[i].kind);
+        sat[C_KIND][i] = ksat[i];
+    }
+    ctx x = {cands, n, &q, elig, ksat, sem, asem};
+    float w[C_N] = {0};
+    uint8_t in_abs[C_N] = {0};
+    w[C_KIND] = 1;
+    in_abs[C_KIND] = q.kind_primary != 0;
+    if (q.rel) {
+        float ba = relation_sat(&x, sat[C_REL]);
+        if (ba < 0.35f && q.rel_weak) {
+            /* "over six months" was content, not a relation */
+            q.rel = 0;
+            for (int32_t i = 0; i < n; i++) {
+                const float *tv = vec + (size_t)2 * i * dim, *cv = tv + dim;
+                sem[i] = similarity(qall, q.all_words, tv, cv, &cands[i], dim);
+            }
+            q.n_content = q.all_n_content;
+        } else {
+            w[C_REL] = 2;
+            in_abs[C_REL] = 1;
+        }
+    }
+    if (q.label_num) {
+        for (int32_t i = 0; i < n; i++)
+            sat[C_LABEL][i] = has_label(cands[i].text, q.label_num, q.label_table) ? 1.0f : 0.0f;
+        w[C_LABEL] = 2;
+        in_abs[C_LABEL] = 1;
+    }
+    if (q.ordinal) { ordinal_sat(&x, sat[C_ORD]); w[C_ORD] = 2; in_abs[C_ORD] = 1; }
+    if (q.pos_v || q.pos_h) { position_sat(&x, sat[C_POS]); w[C_POS] = 1; in_abs[C_POS] = 1; }
+    for (int32_t i = 0; i < n; i++) sat[C_SEM][i] = sigm((sem[i] - SEM_MID) / SEM_SLOPE);
+    w[C_SEM] = q.n_content ? 2.0f : 0.25f;
+    in_abs[C_SEM] = q.n_content > 0;
+    if (v->clip && o->clip_weight > 0) {
+        if (clip_sat(v, cands, n, elig, description, sat[C_CLIP], has_clip, err, errlen)) goto done;
+        for (int32_t i = 0; i < n; i++)
+            if (!has_clip[i]) sat[C_CLIP][i] = 0.5f;   /* no preview: neutral */
+        w[C_CLIP] = o->clip_weight;
+        in_abs[C_CLIP] = q.n_content > 0;
+    }
+
+    float wsum = 0, asum = 0;
+    for (int k = 0; k < C_N; k++) {
+        wsum += w[k];
+        if (in_abs[k]) asum += w[k];
+    }
+    int32_t best = -1;
+    float sbest = -1;
+    for (int32_t i = 0; i < n; i++) {
+        float s = 0, la = 0;
+        for (int k = 0; k < C_N; k++) {
+            s += w[k] * sat[k][i];
+            if (in_abs[k]) la += w[k] * logf(fmaxf(sat[k][i], 1e-6f));
+        }
+        score[i] = s / wsum;
+        absv[i] = asum > 0 ? expf(la / asum) : 0;
+        if (elig[i] && score[i] > sbest) { sbest = score[i]; best = i; }
+    }
+    int32_t second = -1;
+    float s2 = 0;
+    for (int32_t i = 0; i < n; i++) {
+        if (!elig[i] || i == best) continue;
+        if (cands[i].page == cands[best].page && vpe_iou(cands[i].box, cands[best].box) > 0.5f)
+            continue;   /* the same region seen twice (image + its figure area) */
+        if (second < 0 || score[i] > s2) { s2 = score[i]; second = i; }
+    }
+    float margin = second < 0 ? 1.0f : 1.0f - expf(-fmaxf(sbest - s2, 0) / MARGIN_SCALE);
+    float conf = clamp01(absv[best] * margin);
+    if (o->debug) {
+        fprintf(stderr, "vpe: '%s' -> %s\n", description, out->why);
+        for (int32_t i = 0; i < n; i++) {
+            if (!elig[i]) continue;
+            fprintf(stderr, "vpe:  #%d p%d %-7s score %.3f abs %.3f |", i, cands[i].page,
+                    vpe_kind_name(cands[i].kind), score[i], absv[i]);
+            for (int k = 0; k < C_N; k++)
+                if (w[k] > 0) fprintf(stderr, " %s %.2f", cname[k], sat[k][i]);
+            fprintf(stderr, " | cos %.3f acos %.3f | %.40s\n", sem[i], asem[i],
+                    cands[i].text ? cands[i].text : "");
+        }
+    }
+    const vpe_region *b = &cands[best];
+    out->index = best;
+    out->page = b->page;
+    out->kind = b->kind;
+    memcpy(out->box, b->box, sizeof out->box);
+    out->ref_id = b->ref_id;
+    out->confidence = conf;
+    out->found = conf >= o->threshold;
+    size_t l = strlen(out->why);
+    snprintf(out->why + l, sizeof out->why - l, "| score %.2f abs %.2f margin %.2f%s", sbest,
+             absv[best], margin, second < 0 ? " (no competitor)" : "");
+    rc = 0;
+done:
+    free(buf);
+    free(elig);
+    free(texts);
+    return rc;
+}

@@ -1,0 +1,44 @@
+/* Private to index/store_*.c: the handle and shared helpers. */
+#ifndef MMRAG_INDEX_STORE_INT_H
+#define MMRAG_INDEX_STORE_INT_H
+#include <limits.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include "index/store.h"
+
+struct store {
+    sqlite3 *db;
+    pthread_mutex_t mu;
+    int readonly;
+    char path[PATH_MAX];
+    char err[512];
+    /* the open document (between store_doc_begin and commit/abort) */
+    int doc_open;
+    char doc_sha[65];
+    char *doc_path, *doc_title;
+    int32_t doc_pages;
+    int64_t doc_bytes;
+    sqlite3_stmt *sp_page, *sp_image, *sp_chunk;   /* spool inserts */
+};
+
+#define STORE_LOCK(s) pthread_mutex_lock(&(s)->mu)
+#define STORE_UNLOCK(s) pthread_mutex_unlock(&(s)->mu)
+
+/* Set s->err ("store: " + text) and return code. */
+int store_set_err(store *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Map the connection's last SQLite error to a store_status and message "store: what: msg". */
+int store_sql_err(store *s, const char *what);
+/* Map a SQLite result code to a store_status. */
+int store_map_rc(int rc);
+/* Run SQL without results; on error sets the message. */
+int store_exec(store *s, const char *sql, const char *what);
+/* Prepare; on error sets the message and returns the status. */
+int store_prepare(store *s, const char *sql, sqlite3_stmt **st);
+/* Start a write transaction (BEGIN IMMEDIATE) / commit / rollback. */
+int store_tx_begin(store *s);
+int store_tx_commit(store *s);
+void store_tx_rollback(store *s);
+int store_bump_generation(store *s);
+char *store_strdup(const char *t);   /* NULL-safe, "" for NULL */
+const char *store_owner_name(int32_t owner_kind);
+#endif

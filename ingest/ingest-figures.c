@@ -1,0 +1,419 @@
+/* Images and figures of a page.
+ * Raster images come from poppler_page_get_image_mapping. Vector figures (charts drawn
+ * as paths) are invisible to that call, so they are found on a page render: text
+ * character boxes and raster images are blanked out, the remaining ink is gathered on a
+ * coarse grid (2 pt cells), connected cells and close neighbours are merged, and a region
+ * is kept only when it is large and a caption line ("Figure N", "Chart N", "Table N")
+ * sits right above or below it. Short text lines hugging a figure (axis ticks, legends)
+ * are absorbed into its box. */
+#include "ingest/ingest-internal.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CELL_PT 2.0        /* grid cell size */
+#define MERGE_GAP_PT 10.0f /* ink closer than this belongs to one region */
+#define MIN_FIG_PT 30.0f   /* smallest figure side */
+#define CAPTION_GAP_PT 40.0f
+#define INK_LEVEL 235      /* a channel below this is ink */
+
+static int add_region(ing_pagectx *pc, ing_region r) {
+    if (pc->n_regions == pc->cap_regions) {
+        int cap = pc->cap_regions ? pc->cap_regions * 2 : 8;
+        ing_region *nr = realloc(pc->regions, (size_t)cap * sizeof *nr);
+        if (!nr) return INGEST_ERR_NOMEM;
+        pc->regions = nr;
+        pc->cap_regions = cap;
+    }
+    pc->regions[pc->n_regions++] = r;
+    return 0;
+}
+
+static ingest_box clamp_box(ingest_box b, double w, double h) {
+    b.x0 = ing_maxf(0, b.x0);
+    b.y0 = ing_maxf(0, b.y0);
+    b.x1 = ing_minf((float)w, b.x1);
+    b.y1 = ing_minf((float)h, b.y1);
+    return b;
+}
+
+int ingest_figures_raster(ing_pagectx *pc, int ocr_page) {
+    GList *map = poppler_page_get_image_mapping(pc->pp);
+    int rc = 0;
+    for (GList *l = map; l && rc == 0; l = l->next) {
+        PopplerImageMapping *m = l->data;
+        ingest_box b = clamp_box((ingest_box){(float)m->area.x1, (float)m->area.y1,
+                                              (float)m->area.x2, (float)m->area.y2},
+                                 pc->w, pc->h);
+        float bw = b.x1 - b.x0, bh = b.y1 - b.y0;
+        if (bw < 16 || bh < 16) continue; /* bullets, rules, logos */
+        if (ocr_page && bw * bh > 0.7 * pc->w * pc->h) continue; /* the scan itself */
+        int dup = 0;
+        for (int i = 0; i < pc->n_regions; i++)
+            if (fabsf(pc->regions[i].b.x0 - b.x0) < 1 && fabsf(pc->regions[i].b.y0 - b.y0) < 1 &&
+                fabsf(pc->regions[i].b.x1 - b.x1) < 1 && fabsf(pc->regions[i].b.y1 - b.y1) < 1)
+                dup = 1;
+        if (!dup) rc = add_region(pc, (ing_region){b, 0, 1, -1, -1});
+    }
+    poppler_page_free_image_mapping(map);
+    return rc;
+}
+
+int ingest_figures_need_render(const ing_pagectx *pc) {
+    if (pc->n_regions) return 1;
+    for (int i = 0; i < pc->n_frags; i++)
+        if (pc->frags[i].caption_kind) return 1;
+    return 0;
+}
+
+cairo_surface_t *ingest_render(PopplerPage *pp, double w, double h, double dpi) {
+    int pw = (int)ceil(w * dpi / 72.0), ph = (int)ceil(h * dpi / 72.0);
+    if (pw < 1 || ph < 1 || pw > 20000 || ph > 20000) return NULL;
+    cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, pw, ph);
+    if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS) {
+        cairo_surface_destroy(s);
+        return NULL;
+    }
+    cairo_t *cr = cairo_create(s);
+    cairo_set_source_rgb(cr, 1, 1, 1);
+    cairo_paint(cr);
+    cairo_scale(cr, dpi / 72.0, dpi / 72.0);
+    poppler_page_render(pp, cr);
+    cairo_destroy(cr);
+    cairo_surface_flush(s);
+    return s;
+}
+
+static void fill_mask(unsigned char *mask, int pw, int ph, ingest_box b, double scale, float pad) {
+    int x0 = (int)floor((b.x0 - pad) * scale), y0 = (int)floor((b.y0 - pad) * scale);
+    int x1 = (int)ceil((b.x1 + pad) * scale), y1 = (int)ceil((b.y1 + pad) * scale);
+    if (x0 < 0) x0 = 0;
+    if (y0 < 0) y0 = 0;
+    if (x1 > pw) x1 = pw;
+    if (y1 > ph) y1 = ph;
+    for (int y = y0; y < y1; y++) memset(mask + (size_t)y * pw + x0, 1, (size_t)(x1 > x0 ? x1 - x0 : 0));
+}
+
+/* Connected ink cells → boxes (points). Returns the count; *out is malloc'd. */
+static int ink_components(const unsigned char *ink, int gw, int gh, double cell_pt, ingest_box **out) {
+    int *stack = malloc((size_t)gw * gh * sizeof *stack);
+    unsigned char *seen = calloc((size_t)gw * gh, 1);
+    int n = 0, cap = 16;
+    ingest_box *boxes = malloc((size_t)cap * sizeof *boxes);
+    if (!stack || !seen || !boxes) {
+        free(stack);
+        free(seen);
+        free(boxes);
+        *out = NULL;
+        return -1;
+    }
+    for (int s = 0; s < gw * gh; s++) {
+        if (!ink[s] || seen[s]) continue;
+        int sp = 0, x0 = s % gw, x1 = x0, y0 = s / gw, y1 = y0;
+        stack[sp++] = s;
+        seen[s] = 1;
+        while (sp) {
+            int c = stack[--sp], cx = c % gw, cy = c / gw;
+            if (cx < x0) x0 = cx;
+            if (cx > x1) x1 = cx;
+            if (cy < y0) y0 = cy;
+            if (cy > y1) y1 = cy;
+            for (int dy = -1; dy <= 1; dy++)
+                for (int dx = -1; dx <= 1; dx++) {
+                    int nx = cx + dx, ny = cy + dy;
+                    if (nx < 0 || ny < 0 || nx >= gw || ny >= gh) continue;
+                    int nc = ny * gw + nx;
+                    if (ink[nc] && !seen[nc]) { seen[nc] = 1; stack[sp++] = nc; }
+                }
+        }
+        if (n == cap) {
+            cap *= 2;
+            ingest_box *nb = realloc(boxes, (size_t)cap * sizeof *nb);
+            if (!nb) break;
+            boxes = nb;
+        }
+        boxes[n++] = (ingest_box){(float)(x0 * cell_pt), (float)(y0 * cell_pt),
+                                  (float)((x1 + 1) * cell_pt), (float)((y1 + 1) * cell_pt)};
+    }
+    free(stack);
+    free(seen);
+    *out = boxes;
+    return n;
+}
+
+/* Tighten a grid box to the real ink pixels inside it (sub-cell accuracy). */
+static ingest_box tighten(ingest_box b, const unsigned char *px, const unsigned char *mask, int pw,
+                          int ph, int stride, double scale) {
+    int x0 = (int)(b.x0 * scale), y0 = (int)(b.y0 * scale);
+    int x1 = (int)ceil(b.x1 * scale), y1 = (int)ceil(b.y1 * scale);
+    if (x1 > pw) x1 = pw;
+    if (y1 > ph) y1 = ph;
+    int mx0 = x1, my0 = y1, mx1 = x0 - 1, my1 = y0 - 1;
+    for (int y = y0; y < y1; y++) {
+        const unsigned char *row = px + (size_t)y * stride;
+        for (int x = x0; x < x1; x++) {
+            if (mask[(size_t)y * pw + x]) continue;
+            const unsigned char *p = row + 4 * x;
+            if (p[0] < INK_LEVEL || p[1] < INK_LEVEL || p[2] < INK_LEVEL) {
+                if (x < mx0) mx0 = x;
+                if (x > mx1) mx1 = x;
+                if (y < my0) my0 = y;
+                if (y > my1) my1 = y;
+            }
+        }
+    }
+    if (mx1 < mx0) return b;
+    return (ingest_box){(float)(mx0 / scale), (float)(my0 / scale), (float)((mx1 + 1) / scale),
+                        (float)((my1 + 1) / scale)};
+}
+
+int ingest_figures_detect(ing_pagectx *pc, const unsigned char *px, int pw, int ph, int stride,
+                          double scale) {
+    unsigned char *mask = calloc((size_t)pw * ph, 1);
+    int cpx = (int)lround(CELL_PT * scale);
+    if (cpx < 1) cpx = 1;
+    int gw = (pw + cpx - 1) / cpx, gh = (ph + cpx - 1) / cpx;
+    unsigned char *ink = calloc((size_t)gw * gh, 1);
+    if (!mask || !ink) {
+        free(mask);
+        free(ink);
+        return INGEST_ERR_NOMEM;
+    }
+    for (int i = 0; i < pc->n_chars; i++) fill_mask(mask, pw, ph, pc->chars[i], scale, 1.0f);
+    for (int i = 0; i < pc->n_regions; i++) fill_mask(mask, pw, ph, pc->regions[i].b, scale, 1.0f);
+    for (int y = 0; y < ph; y++) {
+        const unsigned char *row = px + (size_t)y * stride;
+        const unsigned char *mrow = mask + (size_t)y * pw;
+        unsigned char *grow = ink + (size_t)(y / cpx) * gw;
+        for (int x = 0; x < pw; x++) {
+            const unsigned char *p = row + 4 * x;
+            if (!mrow[x] && (p[0] < INK_LEVEL || p[1] < INK_LEVEL || p[2] < INK_LEVEL)) grow[x / cpx] = 1;
+        }
+    }
+    double cell_pt = cpx / scale;
+    ingest_box *boxes = NULL;
+    int n = ink_components(ink, gw, gh, cell_pt, &boxes);
+    free(ink);
+    if (n < 0) { free(mask); return INGEST_ERR_NOMEM; }
+    /* merge neighbours until nothing changes */
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (int i = 0; i < n; i++)
+            for (int j = i + 1; j < n; j++)
+                if (ing_box_dist(boxes[i], boxes[j]) <= MERGE_GAP_PT) {
+                    boxes[i] = ing_box_union(boxes[i], boxes[j]);
+                    boxes[j--] = boxes[--n];
+                    changed = 1;
+                }
+    }
+    int rc = 0;
+    int n_raster = pc->n_regions;
+    for (int i = 0; i < n && rc == 0; i++) {
+        ingest_box b = tighten(boxes[i], px, mask, pw, ph, stride, scale);
+        b = clamp_box(b, pc->w, pc->h);
+        if (b.x1 - b.x0 < MIN_FIG_PT || b.y1 - b.y0 < MIN_FIG_PT) continue;
+        int inside_raster = 0;
+        for (int r = 0; r < n_raster; r++) {
+            ingest_box o = pc->regions[r].b;
+            float ix = ing_minf(o.x1, b.x1) - ing_maxf(o.x0, b.x0);
+            float iy = ing_minf(o.y1, b.y1) - ing_maxf(o.y0, b.y0);
+            if (ix > 0 && iy > 0 && ix * iy > 0.5f * (b.x1 - b.x0) * (b.y1 - b.y0)) inside_raster = 1;
+        }
+        if (!inside_raster) rc = add_region(pc, (ing_region){b, 0, 0, -1, -1});
+    }
+    free(boxes);
+    free(mask);
+    return rc;
+}
+
+typedef struct { float d; int region, frag; } pair_cand;
+
+static int cmp_pair(const void *a, const void *b) {
+    float x = ((const pair_cand *)a)->d, y = ((const pair_cand *)b)->d;
+    return (x > y) - (x < y);
+}
+
+/* distance from a region to a caption line right above or below it, or -1 */
+static float caption_distance(ingest_box r, ingest_box c) {
+    if (c.x0 >= r.x1 || c.x1 <= r.x0) return -1;
+    if (c.y0 >= r.y1 - 4 && c.y0 - r.y1 <= CAPTION_GAP_PT) return ing_maxf(0, c.y0 - r.y1);
+    if (r.y0 >= c.y1 - 4 && r.y0 - c.y1 <= CAPTION_GAP_PT) return ing_maxf(0, r.y0 - c.y1) + 0.5f;
+    return -1;
+}
+
+/* Pair regions with caption lines (closest first), drop vector regions without a caption,
+ * absorb figure labels, and mark the fragments inside each region. */
+void ingest_figures_pair_captions(ing_pagectx *pc) {
+    int nc = 0;
+    pair_cand *c = malloc(((size_t)pc->n_regions * pc->n_frags + 1) * sizeof *c);
+    if (!c) return;
+    for (int r = 0; r < pc->n_regions; r++)
+        for (int f = 0; f < pc->n_frags; f++) {
+            int ck = pc->frags[f].caption_kind;
+            if (!ck || (pc->regions[r].raster && ck == 2)) continue;
+            float d = caption_distance(pc->regions[r].b, pc->frags[f].b);
+            if (d >= 0) c[nc++] = (pair_cand){d, r, f};
+        }
+    qsort(c, (size_t)nc, sizeof *c, cmp_pair);
+    unsigned char *used = calloc((size_t)pc->n_frags + 1, 1);
+    for (int i = 0; i < nc && used; i++) {
+        ing_region *r = &pc->regions[c[i].region];
+        if (r->caption_frag >= 0 || used[c[i].frag]) continue;
+        r->caption_frag = c[i].frag;
+        r->is_table = pc->frags[c[i].frag].caption_kind == 2;
+        used[c[i].frag] = 1;
+    }
+    free(used);
+    free(c);
+    /* vector regions must have a caption */
+    int k = 0;
+    for (int r = 0; r < pc->n_regions; r++)
+        if (pc->regions[r].raster || pc->regions[r].caption_frag >= 0) pc->regions[k++] = pc->regions[r];
+    pc->n_regions = k;
+    /* absorb short label lines hugging a vector figure (tick labels, legends) */
+    for (int pass = 0; pass < 2; pass++)
+        for (int r = 0; r < pc->n_regions; r++) {
+            ing_region *rg = &pc->regions[r];
+            if (rg->raster || rg->is_table) continue;
+            ingest_box e = {rg->b.x0 - 14, rg->b.y0 - 10, rg->b.x1 + 14, rg->b.y1 + 10};
+            for (int f = 0; f < pc->n_frags; f++) {
+                ing_frag *fr = &pc->frags[f];
+                if (fr->kind != FRAG_TEXT) continue;
+                if (fr->b.x1 - fr->b.x0 > 0.6f * (rg->b.x1 - rg->b.x0)) continue;
+                if (fr->b.x0 < e.x0 || fr->b.x1 > e.x1 || fr->b.y0 < e.y0 || fr->b.y1 > e.y1) continue;
+                rg->b = ing_box_union(rg->b, fr->b);
+            }
+        }
+    for (int r = 0; r < pc->n_regions; r++) {
+        ingest_box b = pc->regions[r].b;
+        for (int f = 0; f < pc->n_frags; f++) {
+            ing_frag *fr = &pc->frags[f];
+            if (fr->kind == FRAG_CAPTION || fr->region >= 0) continue;
+            float xc = (fr->b.x0 + fr->b.x1) / 2, yc = (fr->b.y0 + fr->b.y1) / 2;
+            if (xc < b.x0 || xc > b.x1 || yc < b.y0 || yc > b.y1) continue;
+            fr->region = r;
+            fr->kind = pc->regions[r].is_table ? FRAG_TABLE : FRAG_FIGURE;
+        }
+    }
+}
+
+/* ---------- crops, PNG, perceptual hash ---------- */
+
+typedef struct { uint8_t *buf; size_t len, cap; int failed; } png_buf;
+
+static cairo_status_t png_write(void *closure, const unsigned char *data, unsigned int len) {
+    png_buf *b = closure;
+    if (b->len + len > b->cap) {
+        size_t cap = (b->cap + len) * 2;
+        uint8_t *nb = realloc(b->buf, cap);
+        if (!nb) { b->failed = 1; return CAIRO_STATUS_WRITE_ERROR; }
+        b->buf = nb;
+        b->cap = cap;
+    }
+    memcpy(b->buf + b->len, data, len);
+    b->len += len;
+    return CAIRO_STATUS_SUCCESS;
+}
+
+/* 64-bit DCT hash: 32x32 grey thumbnail, 2-D DCT-II, the 8x8 lowest frequencies
+ * compared with their median (DC excluded from the median). */
+uint64_t ingest_phash(const unsigned char *px, int w, int h, int stride) {
+    double g[32][32], d[8][32], coef[64];
+    if (w < 1 || h < 1) return 0;
+    for (int ty = 0; ty < 32; ty++)
+        for (int tx = 0; tx < 32; tx++) {
+            int x0 = tx * w / 32, x1 = (tx + 1) * w / 32, y0 = ty * h / 32, y1 = (ty + 1) * h / 32;
+            if (x1 <= x0) x1 = x0 + 1;
+            if (y1 <= y0) y1 = y0 + 1;
+            double s = 0;
+            int n = 0;
+            for (int y = y0; y < y1 && y < h; y++)
+                for (int x = x0; x < x1 && x < w; x++) {
+                    const unsigned char *p = px + (size_t)y * stride + 4 * x;
+                    s += 0.114 * p[0] + 0.587 * p[1] + 0.299 * p[2]; /* BGRA in memory */
+                    n++;
+                }
+            g[ty][tx] = n ? s / n : 255;
+        }
+    double cs[8][32];
+    for (int u = 0; u < 8; u++)
+        for (int x = 0; x < 32; x++) cs[u][x] = cos((2 * x + 1) * u * M_PI / 64.0);
+    for (int u = 0; u < 8; u++) /* rows: frequency u along y */
+        for (int x = 0; x < 32; x++) {
+            double s = 0;
+            for (int y = 0; y < 32; y++) s += cs[u][y] * g[y][x];
+            d[u][x] = s;
+        }
+    for (int u = 0; u < 8; u++)
+        for (int v = 0; v < 8; v++) {
+            double s = 0;
+            for (int x = 0; x < 32; x++) s += cs[v][x] * d[u][x];
+            coef[u * 8 + v] = s;
+        }
+    double sorted[63];
+    memcpy(sorted, coef + 1, sizeof sorted);
+    for (int i = 1; i < 63; i++) /* insertion sort, 63 values */
+        for (int j = i; j > 0 && sorted[j] < sorted[j - 1]; j--) {
+            double t = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t;
+        }
+    double med = sorted[31];
+    uint64_t hsh = 0;
+    for (int i = 0; i < 64; i++)
+        if (coef[i] > med) hsh |= (uint64_t)1 << i;
+    return hsh;
+}
+
+int ingest_figures_export(ing_pagectx *pc, const unsigned char *px, int pw, int ph, int stride,
+                          double scale, ingest_page *out) {
+    int n = 0;
+    for (int r = 0; r < pc->n_regions; r++) n += !pc->regions[r].is_table;
+    if (!n) return 0;
+    out->images = calloc((size_t)n, sizeof *out->images);
+    if (!out->images) return INGEST_ERR_NOMEM;
+    for (int r = 0; r < pc->n_regions; r++) {
+        ing_region *rg = &pc->regions[r];
+        if (rg->is_table) continue;
+        ingest_image *im = &out->images[out->n_images];
+        rg->image = out->n_images++;
+        im->page = out->number;
+        im->kind = rg->raster ? INGEST_IMAGE_RASTER : INGEST_IMAGE_VECTOR;
+        im->box = (ingest_box){(float)(rg->b.x0 / pc->w), (float)(rg->b.y0 / pc->h),
+                               (float)(rg->b.x1 / pc->w), (float)(rg->b.y1 / pc->h)};
+        im->caption_chunk = -1;
+        if (!px) continue;
+        int x0 = (int)floor(rg->b.x0 * scale), y0 = (int)floor(rg->b.y0 * scale);
+        int x1 = (int)ceil(rg->b.x1 * scale), y1 = (int)ceil(rg->b.y1 * scale);
+        if (x0 < 0) x0 = 0;
+        if (y0 < 0) y0 = 0;
+        if (x1 > pw) x1 = pw;
+        if (y1 > ph) y1 = ph;
+        if (x1 <= x0 || y1 <= y0) continue;
+        const unsigned char *origin = px + (size_t)y0 * stride + 4 * x0;
+        im->width_px = x1 - x0;
+        im->height_px = y1 - y0;
+        im->phash = ingest_phash(origin, x1 - x0, y1 - y0, stride);
+        cairo_surface_t *crop = cairo_image_surface_create(CAIRO_FORMAT_RGB24, x1 - x0, y1 - y0);
+        if (cairo_surface_status(crop) != CAIRO_STATUS_SUCCESS) {
+            cairo_surface_destroy(crop);
+            return INGEST_ERR_NOMEM;
+        }
+        cairo_surface_flush(crop);
+        unsigned char *dst = cairo_image_surface_get_data(crop);
+        int dstride = cairo_image_surface_get_stride(crop);
+        for (int y = 0; y < y1 - y0; y++)
+            memcpy(dst + (size_t)y * dstride, origin + (size_t)y * stride, (size_t)(x1 - x0) * 4);
+        cairo_surface_mark_dirty(crop);
+        png_buf b = {0};
+        cairo_status_t st = cairo_surface_write_to_png_stream(crop, png_write, &b);
+        cairo_surface_destroy(crop);
+        if (st != CAIRO_STATUS_SUCCESS || b.failed) {
+            free(b.buf);
+            return INGEST_ERR_NOMEM;
+        }
+        im->png = b.buf;
+        im->png_len = b.len;
+    }
+    return 0;
+}

@@ -1,0 +1,100 @@
+/* Private to ingest/: the per-page working set shared by the layout, figure, OCR and
+ * chunking passes. Boxes here are in points, origin top-left (Poppler's text layout). */
+#ifndef MMRAG_INGEST_INTERNAL_H
+#define MMRAG_INGEST_INTERNAL_H
+#include "ingest/ingest.h"
+#include <poppler.h>
+
+/* what a line fragment is, decided by the layout and figure passes */
+enum {
+    FRAG_TEXT = 0,
+    FRAG_HEADING,
+    FRAG_CAPTION,   /* starts with "Figure N" / "Fig. N" / "Chart N" / "Table N" ... */
+    FRAG_FIGURE,    /* inside (or a label of) a figure region */
+    FRAG_TABLE,     /* inside a ruled table region */
+};
+
+typedef struct {
+    ingest_box b;       /* points */
+    float size;         /* font size (max over its characters) */
+    char *text;         /* UTF-8, owned by the fragment list */
+    int kind;           /* FRAG_* */
+    int caption_kind;   /* 0 none, 1 figure-like caption, 2 table caption */
+    int region;         /* index into page regions (figure/table) or -1 */
+    int col;            /* reading-order group: 2*section (+column) */
+    int block;          /* block index after blocking */
+} ing_frag;
+
+typedef struct {
+    ingest_box b;       /* points */
+    int kind;           /* FRAG_* of its fragments */
+    int first, n;       /* fragments [first, first+n) in reading order */
+    int region;         /* figure/table region or -1 */
+    int anchor;         /* page-local image index or -1 */
+} ing_block;
+
+/* a figure or table region found on the page; figures become ingest_images */
+typedef struct {
+    ingest_box b;       /* points */
+    int is_table;
+    int raster;         /* 1 = embedded bitmap, 0 = vector region */
+    int caption_frag;   /* fragment index of its caption line, or -1 */
+    int image;          /* page-local image index, or -1 for tables */
+} ing_region;
+
+typedef struct {
+    PopplerPage *pp;
+    double w, h;                 /* points */
+    ing_frag *frags;
+    int n_frags, cap_frags;
+    ingest_box *chars;           /* non-space character boxes (for masking) */
+    int n_chars;
+    ing_region *regions;
+    int n_regions, cap_regions;
+    ing_block *blocks;
+    int n_blocks;
+    float body_size;
+} ing_pagectx;
+
+/* ingest-layout.c */
+int ingest_layout_extract(ing_pagectx *pc);          /* fragments from the text layer */
+int ingest_layout_add_frag(ing_pagectx *pc, ingest_box b, float size, const char *text, int len);
+void ingest_layout_classify(ing_pagectx *pc);        /* body size, headings, captions */
+int ingest_layout_order(ing_pagectx *pc);            /* reading order + blocks */
+void ingest_pagectx_clear(ing_pagectx *pc);
+int ingest_caption_kind(const char *text);
+
+/* ingest-figures.c */
+int ingest_figures_raster(ing_pagectx *pc, int ocr_page);
+int ingest_figures_need_render(const ing_pagectx *pc);
+int ingest_figures_detect(ing_pagectx *pc, const unsigned char *px, int pw, int ph, int stride,
+                          double scale);
+void ingest_figures_pair_captions(ing_pagectx *pc);
+int ingest_figures_export(ing_pagectx *pc, const unsigned char *px, int pw, int ph, int stride,
+                          double scale, ingest_page *out);
+uint64_t ingest_phash(const unsigned char *px, int w, int h, int stride);
+cairo_surface_t *ingest_render(PopplerPage *pp, double w, double h, double dpi);
+
+/* ingest-ocr.c: the engine is created lazily once per document */
+typedef struct ing_ocr ing_ocr;
+int ingest_ocr_page(ing_ocr **eng, const char *tessdata, ing_pagectx *pc, char *err, size_t errlen);
+void ingest_ocr_free(ing_ocr *eng);
+
+/* ingest-chunk.c */
+int ingest_chunk_page(ing_pagectx *pc, const ingest_options *o, int ocr_page, int32_t *next_order,
+                      ingest_page *out);
+
+/* helpers */
+static inline float ing_maxf(float a, float b) { return a > b ? a : b; }
+static inline float ing_minf(float a, float b) { return a < b ? a : b; }
+static inline ingest_box ing_box_union(ingest_box a, ingest_box b) {
+    return (ingest_box){ing_minf(a.x0, b.x0), ing_minf(a.y0, b.y0), ing_maxf(a.x1, b.x1),
+                        ing_maxf(a.y1, b.y1)};
+}
+/* gap between two boxes (0 when they overlap) */
+static inline float ing_box_dist(ingest_box a, ingest_box b) {
+    float dx = ing_maxf(0, ing_maxf(a.x0 - b.x1, b.x0 - a.x1));
+    float dy = ing_maxf(0, ing_maxf(a.y0 - b.y1, b.y0 - a.y1));
+    return dx > dy ? dx : dy;
+}
+#endif

@@ -1,0 +1,548 @@
+/* AVX2/FMA/F16C implementations. Each function carries a target attribute so the rest
+ * of the build stays generic; kern_ops_avx2_table() hands them out only when the CPU
+ * reports avx2, fma and f16c. Numerics follow cpu_ref.c (the reference). */
+#include <math.h>
+
+#include "kernels/kern_internal.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* ---- helpers ---------------------------------------------------------------- */
+AVX2 static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+AVX2 static inline float hmax8(__m256 v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* mask of the first r (0..8) lanes, for loads/stores of a tail */
+AVX2 static inline __m256i tail_mask(int64_t r) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* expf, |rel err| ~ 2 ulp: x = k·ln2 + r, exp(r) by a degree-6 polynomial, 2^k by the
+ * exponent field. Below -87.3 the result is exactly 0 (so -inf masks give 0). */
+AVX2 static inline __m256 exp8(__m256 x) {
+    const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-87.33654475f);
+    __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_max_ps(x, lo), hi);
+    __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500E-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073E-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894E-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459E-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201E-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    /* 2^k; k in [-126, 128): split so k = 128 (x near hi) cannot overflow the field */
+    __m256i ki = _mm256_cvtps_epi32(k);
+    __m256i k1 = _mm256_srai_epi32(ki, 1), k2 = _mm256_sub_epi32(ki, k1);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k1, _mm256_set1_epi32(127)), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k2, _mm256_set1_epi32(127)), 23));
+    p = _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+    return _mm256_andnot_ps(under, p);
+}
+
+/* erf(x) with |abs err| < 1.5e-7 (Abramowitz & Stegun 7.1.26), odd-symmetric. */
+AVX2 static inline __m256 erf8(__m256 x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 s = _mm256_and_ps(x, sign), a = _mm256_andnot_ps(sign, x);
+    __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, _mm256_set1_ps(1.0f)));
+    __m256 p = _mm256_set1_ps(1.061405429f);
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
+    p = _mm256_mul_ps(p, t);
+    __m256 e = exp8(_mm256_mul_ps(_mm256_mul_ps(a, a), _mm256_set1_ps(-1.0f)));
+    __m256 y = _mm256_fnmadd_ps(p, e, _mm256_set1_ps(1.0f));
+    return _mm256_or_ps(y, s);
+}
+
+/* ---- dots ------------------------------------------------------------------- */
+/* Σ x·y over 32 signed bytes as 8 int32 lanes: maddubs needs an unsigned operand, so
+ * move x's sign onto y. */
+AVX2 static inline __m256 dot32_i8(__m256i x, __m256i y) {
+    __m256i ax = _mm256_sign_epi8(x, x), sy = _mm256_sign_epi8(y, x);
+    __m256i s16 = _mm256_maddubs_epi16(ax, sy);
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)));
+}
+
+/* 16 bytes of nibbles → 32 unsigned bytes: low nibbles first (elements 0..15), then high */
+AVX2 static inline __m256i unpack_nibbles(const uint8_t *qs) {
+    __m128i b = _mm_loadu_si128((const __m128i *)qs);
+    __m128i m = _mm_set1_epi8(0xf);
+    __m128i lo = _mm_and_si128(b, m), hi = _mm_and_si128(_mm_srli_epi16(b, 4), m);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+}
+
+AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+/* Two blocks per iteration into separate accumulators: the FMA chain would otherwise
+ * wait on its own latency every block. */
+AVX2 static inline __m256 blk_q8_0(const kern_block_q8_0 *x, const kern_block_q8_0 *y, __m256 acc) {
+    __m256i qx = _mm256_loadu_si256((const __m256i *)x->qs);
+    __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
+    return _mm256_fmadd_ps(_mm256_set1_ps(h2f(x->d) * h2f(y->d)), dot32_i8(qx, qy), acc);
+}
+
+AVX2 static float avx_dot_q8_0_q8_0(int64_t n, const kern_block_q8_0 *x, const kern_block_q8_0 *y) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int64_t nb = n / KERN_QK, b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        a0 = blk_q8_0(x + b, y + b, a0);
+        a1 = blk_q8_0(x + b + 1, y + b + 1, a1);
+    }
+    if (b < nb) a0 = blk_q8_0(x + b, y + b, a0);
+    return hsum8(_mm256_add_ps(a0, a1));
+}
+
+AVX2 static inline __m256 blk_q4_0(const kern_block_q4_0 *x, const kern_block_q8_0 *y, __m256 acc) {
+    __m256i qx = _mm256_sub_epi8(unpack_nibbles(x->qs), _mm256_set1_epi8(8));
+    __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
+    return _mm256_fmadd_ps(_mm256_set1_ps(h2f(x->d) * h2f(y->d)), dot32_i8(qx, qy), acc);
+}
+
+AVX2 static float avx_dot_q4_0_q8_0(int64_t n, const kern_block_q4_0 *x, const kern_block_q8_0 *y) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int64_t nb = n / KERN_QK, b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        a0 = blk_q4_0(x + b, y + b, a0);
+        a1 = blk_q4_0(x + b + 1, y + b + 1, a1);
+    }
+    if (b < nb) a0 = blk_q4_0(x + b, y + b, a0);
+    return hsum8(_mm256_add_ps(a0, a1));
+}
+
+/* q4_1: d·dy·Σq·y + m·dy·Σy; q is unsigned 0..15, so maddubs takes it directly */
+AVX2 static inline __m256 blk_q4_1(const kern_block_q4_1 *x, const kern_block_q8_0 *y, __m256 acc) {
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    __m256i qx = unpack_nibbles(x->qs);
+    __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
+    __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(qx, qy), ones16);
+    __m256i ys = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, qy), ones16);
+    float dy = h2f(y->d);
+    __m256 t = _mm256_mul_ps(_mm256_set1_ps(h2f(x->m) * dy), _mm256_cvtepi32_ps(ys));
+    return _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(h2f(x->d) * dy), _mm256_cvtepi32_ps(s), t), acc);
+}
+
+AVX2 static float avx_dot_q4_1_q8_0(int64_t n, const kern_block_q4_1 *x, const kern_block_q8_0 *y) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int64_t nb = n / KERN_QK, b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        a0 = blk_q4_1(x + b, y + b, a0);
+        a1 = blk_q4_1(x + b + 1, y + b + 1, a1);
+    }
+    if (b < nb) a0 = blk_q4_1(x + b, y + b, a0);
+    return hsum8(_mm256_add_ps(a0, a1));
+}
+
+AVX2 static inline __m256 blk_q4_1s(const kern_block_q4_1 *x, const kern_block_q8_0 *y, __m256 acc) {
+    __m256i qx = unpack_nibbles(x->qs);
+    __m256i qy = _mm256_loadu_si256((const __m256i *)y->qs);
+    __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(qx, qy), _mm256_set1_epi16(1));
+    return _mm256_fmadd_ps(_mm256_set1_ps(h2f(x->d) * h2f(y->d)), _mm256_cvtepi32_ps(s), acc);
+}
+
+AVX2 static float avx_dot_q4_1_q8_0s(int64_t n, const kern_block_q4_1 *x, const kern_block_q8_0 *y,
+                                     const float *ys) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    float m0 = 0, m1 = 0;
+    int64_t nb = n / KERN_QK, b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        a0 = blk_q4_1s(x + b, y + b, a0);
+        a1 = blk_q4_1s(x + b + 1, y + b + 1, a1);
+        m0 += h2f(x[b].m) * ys[b];
+        m1 += h2f(x[b + 1].m) * ys[b + 1];
+    }
+    if (b < nb) {
+        a0 = blk_q4_1s(x + b, y + b, a0);
+        m0 += h2f(x[b].m) * ys[b];
+    }
+    return hsum8(_mm256_add_ps(a0, a1)) + m0 + m1;
+}
+
+/* Σ over 32 bytes of u·y as 8 float lanes, u unsigned (0..15 nibbles or |x|) */
+AVX2 static inline __m256 udot32(__m256i u, __m256i y) {
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u, y), _mm256_set1_epi16(1)));
+}
+
+AVX2 static void avx_qdot4(kern_type t, int64_t n, const void *xv, const kern_block_q8_0 *y,
+                           int64_t ys_, const float *ys, float out[4]) {
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    float msum[4] = {0, 0, 0, 0};
+    int64_t nb = n / KERN_QK;
+    for (int64_t b = 0; b < nb; b++) {
+        __m256i u, sgn = _mm256_set1_epi8(1);
+        float dx, mx = 0;
+        if (t == KERN_Q8_0) {
+            const kern_block_q8_0 *x = (const kern_block_q8_0 *)xv + b;
+            __m256i q = _mm256_loadu_si256((const __m256i *)x->qs);
+            u = _mm256_sign_epi8(q, q);  /* |x|; x's sign moves onto y below */
+            sgn = q;
+            dx = h2f(x->d);
+        } else if (t == KERN_Q4_0) {
+            const kern_block_q4_0 *x = (const kern_block_q4_0 *)xv + b;
+            __m256i q = _mm256_sub_epi8(unpack_nibbles(x->qs), _mm256_set1_epi8(8));
+            u = _mm256_sign_epi8(q, q);
+            sgn = q;
+            dx = h2f(x->d);
+        } else {
+            const kern_block_q4_1 *x = (const kern_block_q4_1 *)xv + b;
+            u = unpack_nibbles(x->qs);
+            dx = h2f(x->d);
+            mx = h2f(x->m);
+        }
+        for (int k = 0; k < 4; k++) {
+            const kern_block_q8_0 *yk = y + k * ys_ + b;
+            __m256i qy = _mm256_loadu_si256((const __m256i *)yk->qs);
+            if (t != KERN_Q4_1) qy = _mm256_sign_epi8(qy, sgn);
+            acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(dx * h2f(yk->d)), udot32(u, qy), acc[k]);
+            if (t == KERN_Q4_1) msum[k] += mx * ys[k * ys_ + b];
+        }
+    }
+    for (int k = 0; k < 4; k++) out[k] = hsum8(acc[k]) + msum[k];
+}
+
+AVX2 static float avx_dot_f32(int64_t n, const float *x, const float *y) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
+    if (i < n) {
+        __m256i m = tail_mask(n - i);
+        a1 = _mm256_fmadd_ps(_mm256_maskload_ps(x + i, m), _mm256_maskload_ps(y + i, m), a1);
+    }
+    return hsum8(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+}
+
+AVX2 static inline __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+AVX2 static inline __m256 load_bf16(const uint16_t *p) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+AVX2 static float avx_dot_f16_f32(int64_t n, const uint16_t *w, const float *x) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_fmadd_ps(load_f16(w + i), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(load_f16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_f16(w + i), _mm256_loadu_ps(x + i), a0);
+    float s = hsum8(_mm256_add_ps(a0, a1));
+    for (; i < n; i++) s += kern_fp16_to_fp32(w[i]) * x[i];
+    return s;
+}
+
+AVX2 static float avx_dot_bf16_f32(int64_t n, const uint16_t *w, const float *x) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_fmadd_ps(load_bf16(w + i), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(load_bf16(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+    }
+    for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(load_bf16(w + i), _mm256_loadu_ps(x + i), a0);
+    float s = hsum8(_mm256_add_ps(a0, a1));
+    for (; i < n; i++) s += kern_bf16_to_fp32(w[i]) * x[i];
+    return s;
+}
+
+AVX2 static void avx_quantize_q8_0(const float *src, kern_block_q8_0 *dst, int64_t n) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t b = 0; b < n / KERN_QK; b++, src += KERN_QK) {
+        __m256 v[4], mx = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(src + 8 * k);
+            mx = _mm256_max_ps(mx, _mm256_and_ps(v[k], absmask));
+        }
+        float amax = hmax8(mx), d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        dst[b].d = kern_fp32_to_fp16(d);
+        __m256i q[4];
+        for (int k = 0; k < 4; k++)
+            q[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id)),
+                                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        /* packs interleave 128-bit lanes; the permute restores element order */
+        __m256i p16a = _mm256_packs_epi32(q[0], q[1]), p16b = _mm256_packs_epi32(q[2], q[3]);
+        __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+        p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)dst[b].qs, p8);
+    }
+}
+
+AVX2 static void avx_fp16_to_f32(const uint16_t *src, float *dst, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
+    for (; i < n; i++) dst[i] = kern_fp16_to_fp32(src[i]);
+}
+
+AVX2 static void avx_q8_0_to_f32(const kern_block_q8_0 *b, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n / KERN_QK; i++, dst += KERN_QK) {
+        __m256 d = _mm256_set1_ps(h2f(b[i].d));
+        for (int k = 0; k < 4; k++) {
+            __m256i v = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b[i].qs + 8 * k)));
+            _mm256_storeu_ps(dst + 8 * k, _mm256_mul_ps(_mm256_cvtepi32_ps(v), d));
+        }
+    }
+}
+
+/* 32 unpacked bytes (already ordered) → 4×8 floats as q·d + m */
+AVX2 static inline void store_q4(__m256i q, __m256 d, __m256 m, float *dst) {
+    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int k = 0; k < 4; k++)
+        _mm256_storeu_ps(dst + 8 * k, _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[k])), d, m));
+}
+
+AVX2 static void avx_q4_0_to_f32(const kern_block_q4_0 *b, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n / KERN_QK; i++, dst += KERN_QK) {
+        float d = h2f(b[i].d);
+        store_q4(unpack_nibbles(b[i].qs), _mm256_set1_ps(d), _mm256_set1_ps(-8.0f * d), dst);
+    }
+}
+
+AVX2 static void avx_q4_1_to_f32(const kern_block_q4_1 *b, float *dst, int64_t n) {
+    for (int64_t i = 0; i < n / KERN_QK; i++, dst += KERN_QK)
+        store_q4(unpack_nibbles(b[i].qs), _mm256_set1_ps(h2f(b[i].d)), _mm256_set1_ps(h2f(b[i].m)), dst);
+}
+
+/* ---- elementwise ------------------------------------------------------------ */
+/* Apply an 8-wide map to x in place; the tail goes through a masked load/store. */
+#define MAP_INPLACE(x, n, EXPR)                                                  \
+    do {                                                                         \
+        int64_t i_ = 0;                                                          \
+        for (; i_ + 8 <= (n); i_ += 8) {                                         \
+            __m256 v = _mm256_loadu_ps((x) + i_);                                \
+            _mm256_storeu_ps((x) + i_, (EXPR));                                  \
+        }                                                                        \
+        if (i_ < (n)) {                                                          \
+            __m256i m_ = tail_mask((n) - i_);                                    \
+            __m256 v = _mm256_maskload_ps((x) + i_, m_);                         \
+            _mm256_maskstore_ps((x) + i_, m_, (EXPR));                           \
+        }                                                                        \
+    } while (0)
+
+AVX2 static inline __m256 sigmoid_mul8(__m256 v, __m256 k) { /* v / (1 + exp(-k v)) */
+    __m256 e = exp8(_mm256_mul_ps(v, _mm256_sub_ps(_mm256_setzero_ps(), k)));
+    return _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+AVX2 static void avx_gelu(float *x, int64_t n) {
+    const __m256 h = _mm256_set1_ps(0.5f), r2 = _mm256_set1_ps(0.70710678118654752f), one = _mm256_set1_ps(1.0f);
+    MAP_INPLACE(x, n, _mm256_mul_ps(_mm256_mul_ps(h, v), _mm256_add_ps(one, erf8(_mm256_mul_ps(v, r2)))));
+}
+
+AVX2 static void avx_quick_gelu(float *x, int64_t n) {
+    const __m256 k = _mm256_set1_ps(1.702f);
+    MAP_INPLACE(x, n, sigmoid_mul8(v, k));
+}
+
+AVX2 static void avx_silu(float *x, int64_t n) {
+    const __m256 k = _mm256_set1_ps(1.0f);
+    MAP_INPLACE(x, n, sigmoid_mul8(v, k));
+}
+
+AVX2 static void avx_swiglu(const float *g, const float *u, float *y, int64_t n) {
+    const __m256 k = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(sigmoid_mul8(_mm256_loadu_ps(g + i), k), _mm256_loadu_ps(u + i)));
+    if (i < n) {
+        __m256i m = tail_mask(n - i);
+        __m256 v = _mm256_mul_ps(sigmoid_mul8(_mm256_maskload_ps(g + i, m), k), _mm256_maskload_ps(u + i, m));
+        _mm256_maskstore_ps(y + i, m, v);
+    }
+}
+
+AVX2 static void avx_axpy(float *y, float a, const float *x, int64_t n) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+AVX2 static void avx_add(float *y, const float *x, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_loadu_ps(x + i)));
+    for (; i < n; i++) y[i] += x[i];
+}
+
+AVX2 static void avx_scale(float *y, float a, int64_t n) {
+    const __m256 va = _mm256_set1_ps(a);
+    MAP_INPLACE(y, n, _mm256_mul_ps(v, va));
+}
+
+AVX2 static void avx_softmax(float *x, int64_t n) {
+    if (n <= 0) return;
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+    float mx = hmax8(mv);
+    for (; i < n; i++) mx = fmaxf(mx, x[i]);
+    const __m256 vm = _mm256_set1_ps(mx);
+    __m256 sv = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        sv = _mm256_add_ps(sv, e);
+        _mm256_storeu_ps(x + i, e);
+    }
+    if (i < n) {
+        __m256i m = tail_mask(n - i);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), vm));
+        e = _mm256_and_ps(e, _mm256_castsi256_ps(m));
+        sv = _mm256_add_ps(sv, e);
+        _mm256_maskstore_ps(x + i, m, e);
+    }
+    avx_scale(x, 1.0f / hsum8(sv), n);
+}
+
+AVX2 static float sum_f32(const float *x, int64_t n) {
+    __m256 a = _mm256_setzero_ps(), b = a;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a = _mm256_add_ps(a, _mm256_loadu_ps(x + i));
+        b = _mm256_add_ps(b, _mm256_loadu_ps(x + i + 8));
+    }
+    for (; i + 8 <= n; i += 8) a = _mm256_add_ps(a, _mm256_loadu_ps(x + i));
+    if (i < n) b = _mm256_add_ps(b, _mm256_maskload_ps(x + i, tail_mask(n - i)));
+    return hsum8(_mm256_add_ps(a, b));
+}
+
+/* y = (x - mean) * inv * g + b, with g/b optional */
+AVX2 static void norm_apply(const float *x, float *y, int64_t n, float mean, float inv,
+                            const float *g, const float *b) {
+    const __m256 vm = _mm256_set1_ps(mean), vi = _mm256_set1_ps(inv), one = _mm256_set1_ps(1.0f);
+    const __m256 zero = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm), vi);
+        v = _mm256_fmadd_ps(v, g ? _mm256_loadu_ps(g + i) : one, b ? _mm256_loadu_ps(b + i) : zero);
+        _mm256_storeu_ps(y + i, v);
+    }
+    for (; i < n; i++) y[i] = (x[i] - mean) * inv * (g ? g[i] : 1.0f) + (b ? b[i] : 0.0f);
+}
+
+AVX2 static void avx_layernorm(const float *x, float *y, int64_t n, const float *g, const float *b,
+                               float eps) {
+    float mean = sum_f32(x, n) / (float)n;
+    const __m256 vm = _mm256_set1_ps(mean);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 d = _mm256_sub_ps(_mm256_loadu_ps(x + i), vm);
+        acc = _mm256_fmadd_ps(d, d, acc);
+    }
+    float var = hsum8(acc);
+    for (; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+    norm_apply(x, y, n, mean, 1.0f / sqrtf(var / (float)n + eps), g, b);
+}
+
+AVX2 static void avx_rmsnorm(const float *x, float *y, int64_t n, const float *w, float eps) {
+    float ss = avx_dot_f32(n, x, x);
+    norm_apply(x, y, n, 0.0f, 1.0f / sqrtf(ss / (float)n + eps), w, NULL);
+}
+
+/* four keys per pass: q is loaded once per 4 dot products, and the four horizontal
+ * sums share one hadd tree */
+AVX2 static void avx_dot_rows(const float *q, const float *K, int64_t stride, int64_t n, int64_t d,
+                              float scale, float *out) {
+    int64_t j = 0;
+    if ((d & 7) == 0) {
+        for (; j + 4 <= n; j += 4) {
+            const float *k0 = K + j * stride, *k1 = k0 + stride, *k2 = k1 + stride, *k3 = k2 + stride;
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int64_t i = 0; i < d; i += 8) {
+                __m256 qv = _mm256_loadu_ps(q + i);
+                a0 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k0 + i), a0);
+                a1 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k1 + i), a1);
+                a2 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k2 + i), a2);
+                a3 = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k3 + i), a3);
+            }
+            __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+            __m128 r = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+            _mm_storeu_ps(out + j, _mm_mul_ps(r, _mm_set1_ps(scale)));
+        }
+    }
+    for (; j < n; j++) out[j] = avx_dot_f32(d, q, K + j * stride) * scale;
+}
+
+/* accumulators stay in registers for d <= 64 (8 vectors); larger d goes in 64-wide slabs */
+AVX2 static void avx_wsum_rows(const float *p, const float *V, int64_t stride, int64_t n, int64_t d,
+                               float *out) {
+    int64_t d0 = 0;
+    for (; d0 + 64 <= d; d0 += 64) {
+        __m256 a[8];
+        for (int k = 0; k < 8; k++) a[k] = _mm256_setzero_ps();
+        for (int64_t j = 0; j < n; j++) {
+            __m256 pj = _mm256_set1_ps(p[j]);
+            const float *v = V + j * stride + d0;
+            for (int k = 0; k < 8; k++) a[k] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8 * k), a[k]);
+        }
+        for (int k = 0; k < 8; k++) _mm256_storeu_ps(out + d0 + 8 * k, a[k]);
+    }
+    if (d0 < d) {
+        for (int64_t i = d0; i < d; i++) out[i] = 0;
+        for (int64_t j = 0; j < n; j++) avx_axpy(out + d0, p[j], V + j * stride + d0, d - d0);
+    }
+}
+
+static const kern_ops ops_avx2 = {
+    .name = "avx2",
+    .dot_q8_0_q8_0 = avx_dot_q8_0_q8_0,
+    .dot_q4_0_q8_0 = avx_dot_q4_0_q8_0,
+    .dot_q4_1_q8_0 = avx_dot_q4_1_q8_0,
+    .dot_q4_1_q8_0s = avx_dot_q4_1_q8_0s,
+    .qdot4 = avx_qdot4,
+    .dot_f32 = avx_dot_f32,
+    .dot_f16_f32 = avx_dot_f16_f32,
+    .dot_bf16_f32 = avx_dot_bf16_f32,
+    .quantize_q8_0 = avx_quantize_q8_0,
+    .fp16_to_f32 = avx_fp16_to_f32,
+    .q8_0_to_f32 = avx_q8_0_to_f32,
+    .q4_0_to_f32 = avx_q4_0_to_f32,
+    .q4_1_to_f32 = avx_q4_1_to_f32,
+    .softmax = avx_softmax,
+    .layernorm = avx_layernorm,
+    .rmsnorm = avx_rmsnorm,
+    .gelu = avx_gelu,
+    .quick_gelu = avx_quick_gelu,
+    .silu = avx_silu,
+    .swiglu = avx_swiglu,
+    .add = avx_add,
+    .axpy = avx_axpy,
+    .scale = avx_scale,
+    .dot_rows = avx_dot_rows,
+    .wsum_rows = avx_wsum_rows,
+};
+
+const kern_ops *kern_ops_avx2_table(void) {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
+        return &ops_avx2;
+    return NULL;
+}
+#else
+const kern_ops *kern_ops_avx2_table(void) { return NULL; }
+#endif

@@ -1,0 +1,94 @@
+/* Private to kernels/: the per-path (scalar / AVX2) operation table and helpers. */
+#ifndef MMRAG_KERN_INTERNAL_H
+#define MMRAG_KERN_INTERNAL_H
+#include "kernels/kernels.h"
+
+/* One CPU implementation of every elementwise / dot operation. The scalar table is the
+ * reference; the AVX2 table is chosen at run time when the CPU supports it. */
+typedef struct {
+    const char *name;
+    float (*dot_q8_0_q8_0)(int64_t n, const kern_block_q8_0 *x, const kern_block_q8_0 *y);
+    float (*dot_q4_0_q8_0)(int64_t n, const kern_block_q4_0 *x, const kern_block_q8_0 *y);
+    float (*dot_q4_1_q8_0)(int64_t n, const kern_block_q4_1 *x, const kern_block_q8_0 *y);
+    /* q4_1 with the q8_0 side's block sums precomputed: ys[b] = d_y·Σ y.qs (the m term
+     * needs them; a matvec computes them once per X row instead of once per weight row) */
+    float (*dot_q4_1_q8_0s)(int64_t n, const kern_block_q4_1 *x, const kern_block_q8_0 *y,
+                            const float *ys);
+    /* one quantized weight row (type t: Q8_0, Q4_0 or Q4_1) against 4 q8_0 rows y[k] =
+     * y + k·ystride blocks (ys likewise, Q4_1 only): the weight block is unpacked once
+     * for all four (few-row kern_linear) */
+    void (*qdot4)(kern_type t, int64_t n, const void *x, const kern_block_q8_0 *y,
+                  int64_t ystride, const float *ys, float out[4]);
+    float (*dot_f32)(int64_t n, const float *x, const float *y);
+    /* fp16 / bf16 weight row · fp32 row, converted on the fly */
+    float (*dot_f16_f32)(int64_t n, const uint16_t *w, const float *x);
+    float (*dot_bf16_f32)(int64_t n, const uint16_t *w, const float *x);
+    void (*quantize_q8_0)(const float *src, kern_block_q8_0 *dst, int64_t n);
+    void (*fp16_to_f32)(const uint16_t *src, float *dst, int64_t n);
+    /* n elements (n % 32 == 0) of quantized blocks to fp32 */
+    void (*q8_0_to_f32)(const kern_block_q8_0 *src, float *dst, int64_t n);
+    void (*q4_0_to_f32)(const kern_block_q4_0 *src, float *dst, int64_t n);
+    void (*q4_1_to_f32)(const kern_block_q4_1 *src, float *dst, int64_t n);
+    void (*softmax)(float *x, int64_t n);
+    void (*layernorm)(const float *x, float *y, int64_t n, const float *g, const float *b,
+                      float eps);
+    void (*rmsnorm)(const float *x, float *y, int64_t n, const float *w, float eps);
+    void (*gelu)(float *x, int64_t n);
+    void (*quick_gelu)(float *x, int64_t n);
+    void (*silu)(float *x, int64_t n);
+    void (*swiglu)(const float *g, const float *u, float *y, int64_t n);
+    void (*add)(float *y, const float *x, int64_t n);
+    /* y += a * x (attention's weighted V sum) */
+    void (*axpy)(float *y, float a, const float *x, int64_t n);
+    void (*scale)(float *y, float a, int64_t n);
+    /* attention helpers: out[j] = scale · q·K[j] for n rows of K (row stride `stride`),
+     * and out[0..d) = Σ_j p[j]·V[j] (overwrites out) */
+    void (*dot_rows)(const float *q, const float *K, int64_t stride, int64_t n, int64_t d,
+                     float scale, float *out);
+    void (*wsum_rows)(const float *p, const float *V, int64_t stride, int64_t n, int64_t d,
+                      float *out);
+} kern_ops;
+
+extern const kern_ops kern_ops_scalar;
+/* NULL when the compiler cannot build the AVX2 path. */
+const kern_ops *kern_ops_avx2_table(void);
+/* The table in use (decided once: CPU features and $MMRAG_SIMD). */
+const kern_ops *kern_ops_get(void);
+
+/* ys[b] = d·Σ qs for each of the n/32 q8_0 blocks (for dot_q4_1_q8_0s) */
+void kern_q8_0_block_sums(const kern_block_q8_0 *y, int64_t n, float *ys);
+
+/* kern_linear with 16-bit or quantized weights and at least this many X rows converts
+ * tiles of W to fp32 and uses sgemm (X stays fp32); below it, rows are dotted directly
+ * (quantized W: X is quantized to q8_0 for int8 dots). Crossovers measured with
+ * bench_gemm-like runs on 2 AVX2 cores: q8_0 int8 dots ~80 GF/s flat, dequant+sgemm
+ * 32/67/90/143 GF/s at n = 8/16/32/64; q4 int8 dots are ~30% slower than q8_0. */
+static inline int64_t kern_linear_dequant_rows(kern_type t) {
+    return t == KERN_Q8_0 ? 32 : t == KERN_Q4_0 || t == KERN_Q4_1 ? 16 : 8;
+}
+
+/* Attention and linear with an explicit table (tests and benches compare paths). */
+void kern_attention_ops(const kern_ops *ops, kern_pool *p, const float *Q, int q_stride,
+                        const float *K, const float *V, int kv_stride, float *out,
+                        int out_stride, int n_q, int n_kv, int n_heads, int n_kv_heads,
+                        int head_dim, int causal, int64_t q_pos0);
+/* the per-(query, head) schedule behind kern_attention_ops */
+void kern_attention_rows_ops(const kern_ops *ops, kern_pool *p, const float *Q, int q_stride,
+                             const float *K, const float *V, int kv_stride, float *out,
+                             int out_stride, int n_q, int n_kv, int n_heads, int n_kv_heads,
+                             int head_dim, int causal, int64_t q_pos0);
+void kern_linear_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_t n, int64_t in,
+                     const void *W, kern_type wtype, const float *bias, int64_t out, float *Y);
+
+/* CUDA routing (kernels/cuda_dispatch.c; kernels/cuda_stub.c without CUDA): each returns
+ * 0 when the GPU did the work, nonzero when the caller must use the CPU (no device, too
+ * small to pay for the copies, or any CUDA error). Call only when kern_cuda_available(). */
+int kern_cuda_try_linear(const float *X, int64_t n, int64_t in, const void *W,
+                         kern_type wtype, const float *bias, int64_t out, float *Y);
+int kern_cuda_try_gemm(int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                       const float *B, int ldb, float beta, float *C, int ldc);
+int kern_cuda_try_attention(const float *Q, int q_stride, const float *K, const float *V,
+                            int kv_stride, float *out, int out_stride, int n_q, int n_kv,
+                            int n_heads, int n_kv_heads, int head_dim, int causal,
+                            int64_t q_pos0);
+#endif

@@ -1,0 +1,219 @@
+/* Dense products: fp32 GEMM through OpenBLAS, and kern_linear for every weight type.
+ * Few X rows with quantized weights: X rows are quantized to q8_0 once, then each weight
+ * row is dotted against a tile of X rows while it sits in L1 (weights stream once per
+ * tile). Many rows: tiles of W are converted to fp32 and sgemm does the product, which
+ * wins once the conversion is shared by enough rows (kern_linear_dequant_rows). */
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kern_internal.h"
+
+void kern_gemm_f32(int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                   const float *B, int ldb, float beta, float *C, int ldc) {
+    if (M <= 0 || N <= 0) return;
+    if (kern_cuda_available() &&
+        kern_cuda_try_gemm(trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0)
+        return;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
+                alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void add_bias(float *Y, int64_t n, int64_t out, const float *bias) {
+    if (!bias) return;
+    for (int64_t r = 0; r < n; r++) kern_add(Y + r * out, bias, out);
+}
+
+/* ---- quantized weights ------------------------------------------------------ */
+#define XTILE 16  /* X rows per weight pass: tile of q8_0 rows stays in L2 */
+
+typedef struct {
+    const kern_ops *ops;
+    const uint8_t *W;
+    kern_type wtype;
+    size_t wrow;                 /* bytes per weight row */
+    const kern_block_q8_0 *Xq;   /* n rows of in/32 blocks */
+    const float *Xs;             /* their block sums (q4_1 only) */
+    int64_t n, in, out;
+    const float *bias;
+    float *Y;
+} qlin_ctx;
+
+static float qdot(const qlin_ctx *c, const void *w, const kern_block_q8_0 *x, const float *xs) {
+    switch (c->wtype) {
+    case KERN_Q8_0: return c->ops->dot_q8_0_q8_0(c->in, w, x);
+    case KERN_Q4_0: return c->ops->dot_q4_0_q8_0(c->in, w, x);
+    default: return c->ops->dot_q4_1_q8_0s(c->in, w, x, xs);
+    }
+}
+
+static void qlin_range(void *ctx, int64_t b, int64_t e, int thread) {
+    const qlin_ctx *c = ctx;
+    int64_t nb = c->in / KERN_QK;
+    for (int64_t r0 = 0; r0 < c->n; r0 += XTILE) {
+        int64_t r1 = r0 + XTILE < c->n ? r0 + XTILE : c->n;
+        for (int64_t o = b; o < e; o++) {
+            const void *w = c->W + (size_t)o * c->wrow;
+            float bo = c->bias ? c->bias[o] : 0.0f, y4[4];
+            int64_t r = r0;
+            for (; r + 4 <= r1; r += 4) { /* unpack the weight block once per 4 rows */
+                c->ops->qdot4(c->wtype, c->in, w, c->Xq + r * nb, nb, c->Xs + r * nb, y4);
+                for (int k = 0; k < 4; k++) c->Y[(r + k) * c->out + o] = y4[k] + bo;
+            }
+            for (; r < r1; r++)
+                c->Y[r * c->out + o] = qdot(c, w, c->Xq + r * nb, c->Xs + r * nb) + bo;
+        }
+    }
+}
+
+typedef struct { const kern_ops *ops; const float *X; kern_block_q8_0 *Xq; float *Xs; int64_t in; } qx_ctx;
+static void quant_rows(void *ctx, int64_t b, int64_t e, int thread) {
+    const qx_ctx *c = ctx;
+    int64_t nb = c->in / KERN_QK;
+    for (int64_t r = b; r < e; r++) {
+        c->ops->quantize_q8_0(c->X + r * c->in, c->Xq + r * nb, c->in);
+        kern_q8_0_block_sums(c->Xq + r * nb, c->in, c->Xs + r * nb);
+    }
+}
+
+/* Large n: dequantize a tile of weight rows to fp32 (in the pool), then let sgemm do
+ * the tile. Past a few rows this beats int8 dots: BLAS runs near the FMA peak and the
+ * dequantization is paid once per tile for all n rows. */
+typedef struct { const kern_ops *ops; const uint8_t *W; kern_type t; size_t wrow; int64_t in, o0; float *buf; } dq_ctx;
+static void dq_rows(void *ctx, int64_t b, int64_t e, int thread) {
+    const dq_ctx *c = ctx;
+    for (int64_t r = b; r < e; r++) {
+        const void *src = c->W + (size_t)(c->o0 + r) * c->wrow;
+        float *dst = c->buf + r * c->in;
+        if (c->t == KERN_Q8_0) c->ops->q8_0_to_f32(src, dst, c->in);
+        else if (c->t == KERN_Q4_0) c->ops->q4_0_to_f32(src, dst, c->in);
+        else c->ops->q4_1_to_f32(src, dst, c->in);
+    }
+}
+
+static int linear_dequant(const kern_ops *ops, kern_pool *p, const float *X, int64_t n,
+                          int64_t in, const void *W, kern_type wtype, const float *bias,
+                          int64_t out, float *Y) {
+    /* tile: ~4 MiB of fp32 weights (fewer, wider sgemm calls), at least 16 rows */
+    int64_t tile = (1 << 20) / in;
+    if (tile < 16) tile = 16;
+    if (tile > out) tile = out;
+    float *buf = malloc((size_t)(tile * in) * sizeof *buf);
+    if (!buf) return -1;
+    for (int64_t o0 = 0; o0 < out; o0 += tile) {
+        int64_t cnt = out - o0 < tile ? out - o0 : tile;
+        dq_ctx dc = {ops, W, wtype, kern_type_row_bytes(wtype, in), in, o0, buf};
+        kern_pool_run(p, cnt, 4, dq_rows, &dc);
+        kern_gemm_f32(1, (int)n, (int)cnt, (int)in, 1.0f, X, (int)in, buf, (int)in, 0.0f, Y + o0,
+                      (int)out);
+    }
+    free(buf);
+    add_bias(Y, n, out, bias);
+    return 0;
+}
+
+static void linear_quant(const kern_ops *ops, kern_pool *p, const float *X, int64_t n,
+                         int64_t in, const void *W, kern_type wtype, const float *bias,
+                         int64_t out, float *Y) {
+    if (n >= kern_linear_dequant_rows(wtype) && linear_dequant(ops, p, X, n, in, W, wtype, bias, out, Y) == 0) return;
+    int64_t nb = in / KERN_QK;
+    kern_block_q8_0 *Xq = malloc((size_t)(n * nb) * sizeof *Xq);
+    float *Xs = malloc((size_t)(n * nb) * sizeof *Xs);
+    if (!Xq || !Xs) {
+        free(Xq);
+        free(Xs);
+        memset(Y, 0, (size_t)(n * out) * sizeof *Y);
+        return;
+    }
+    qx_ctx qc = {ops, X, Xq, Xs, in};
+    kern_pool_run(p, n, 4, quant_rows, &qc);
+    qlin_ctx c = {ops, W, wtype, kern_type_row_bytes(wtype, in), Xq, Xs, n, in, out, bias, Y};
+    /* grain: enough rows that a range is worth a wake-up */
+    kern_pool_run(p, out, 8, qlin_range, &c);
+    free(Xq);
+    free(Xs);
+}
+
+/* ---- fp16 / bf16 weights: convert a tile of rows, then sgemm on it ----------- */
+#define HTILE 128
+
+typedef struct { const uint8_t *W; kern_type t; int64_t in, o0; float *buf; } conv_ctx;
+static void conv_rows(void *ctx, int64_t b, int64_t e, int thread) {
+    const conv_ctx *c = ctx;
+    for (int64_t r = b; r < e; r++)
+        kern_to_f32(c->t, c->W + (size_t)(c->o0 + r) * (size_t)c->in * 2, c->buf + r * c->in, c->in);
+}
+
+/* few rows: dot each weight row against every X row, converting on the fly (a whole
+ * conversion per decoded token would cost more than the product) */
+typedef struct {
+    const kern_ops *ops; const uint16_t *W; kern_type t; const float *X, *bias; float *Y;
+    int64_t n, in, out;
+} hdot_ctx;
+static void hdot_range(void *ctx, int64_t b, int64_t e, int thread) {
+    const hdot_ctx *c = ctx;
+    for (int64_t o = b; o < e; o++) {
+        const uint16_t *w = c->W + o * c->in;
+        for (int64_t r = 0; r < c->n; r++) {
+            const float *x = c->X + r * c->in;
+            float v = c->t == KERN_F16 ? c->ops->dot_f16_f32(c->in, w, x) : c->ops->dot_bf16_f32(c->in, w, x);
+            c->Y[r * c->out + o] = v + (c->bias ? c->bias[o] : 0.0f);
+        }
+    }
+}
+
+static void linear_half(const kern_ops *ops, kern_pool *p, const float *X, int64_t n, int64_t in,
+                        const void *W, kern_type wtype, const float *bias, int64_t out, float *Y) {
+    if (n < kern_linear_dequant_rows(wtype)) {
+        hdot_ctx hc = {ops, W, wtype, X, bias, Y, n, in, out};
+        kern_pool_run(p, out, 8, hdot_range, &hc);
+        return;
+    }
+    float *buf = malloc((size_t)(HTILE * in) * sizeof *buf);
+    if (!buf) { memset(Y, 0, (size_t)(n * out) * sizeof *Y); return; }
+    for (int64_t o0 = 0; o0 < out; o0 += HTILE) {
+        int64_t cnt = out - o0 < HTILE ? out - o0 : HTILE;
+        conv_ctx cc = {W, wtype, in, o0, buf};
+        kern_pool_run(p, cnt, 8, conv_rows, &cc);
+        kern_gemm_f32(1, (int)n, (int)cnt, (int)in, 1.0f, X, (int)in, buf, (int)in, 0.0f, Y + o0,
+                      (int)out);
+    }
+    free(buf);
+    add_bias(Y, n, out, bias);
+}
+
+void kern_linear_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_t n, int64_t in,
+                     const void *W, kern_type wtype, const float *bias, int64_t out, float *Y) {
+    if (n <= 0 || out <= 0) return;
+    switch (wtype) {
+    case KERN_F32:
+        if (n == 1)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)out, (int)in, 1.0f, W, (int)in, X, 1,
+                        0.0f, Y, 1);
+        else
+            kern_gemm_f32(1, (int)n, (int)out, (int)in, 1.0f, X, (int)in, W, (int)in, 0.0f, Y,
+                          (int)out);
+        add_bias(Y, n, out, bias);
+        return;
+    case KERN_F16:
+    case KERN_BF16:
+        linear_half(ops, p, X, n, in, W, wtype, bias, out, Y);
+        return;
+    case KERN_Q8_0:
+    case KERN_Q4_0:
+    case KERN_Q4_1:
+        if (in % KERN_QK == 0) {
+            linear_quant(ops, p, X, n, in, W, wtype, bias, out, Y);
+            return;
+        }
+        break;
+    }
+    memset(Y, 0, (size_t)(n * out) * sizeof *Y); /* unsupported: defined output */
+}
+
+void kern_linear(kern_pool *p, const float *X, int64_t n, int64_t in, const void *W,
+                 kern_type wtype, const float *bias, int64_t out, float *Y) {
+    if (kern_cuda_available() && kern_cuda_try_linear(X, n, in, W, wtype, bias, out, Y) == 0)
+        return;
+    kern_linear_ops(kern_ops_get(), p, X, n, in, W, wtype, bias, out, Y);
+}

@@ -1,0 +1,426 @@
+/* retrieval — the retriever: query encoding, the three candidate lists (resolved and
+ * filtered against the store), fusion and citations. See retrieval.h. */
+#include "retrieval/retrieval.h"
+#include "vision/vision.h"
+
+#include <ctype.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct retriever {
+    store *s;
+    retr_config c;
+    char text_model[64], image_model[64];
+    vindex *vt, *vi;
+    pthread_mutex_t sync_mu;
+};
+
+static void seterr(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+void retr_config_default(retr_config *c) { memset(c, 0, sizeof *c); }
+
+int retr_textenc_encode(void *user, const char *text, float *out, int32_t dim, char *err,
+                        size_t errlen) {
+    textenc *te = user;
+    if (!te || textenc_dim(te) != dim) {
+        seterr(err, errlen, "retrieval: text encoder missing or dim %d != %d", te ? textenc_dim(te) : 0,
+               (int)dim);
+        return -1;
+    }
+    const char *t[1] = {text ? text : ""};
+    return textenc_embed(te, t, 1, out, err, errlen);
+}
+
+int retr_create(store *s, const retr_config *c, retriever **out, char *err, size_t errlen) {
+    *out = NULL;
+    if (!s || !c) { seterr(err, errlen, "retrieval: no store or config"); return -1; }
+    retriever *r = calloc(1, sizeof *r);
+    if (!r) { seterr(err, errlen, "retrieval: out of memory"); return -1; }
+    r->s = s;
+    r->c = *c;
+    pthread_mutex_init(&r->sync_mu, NULL);
+    if (c->text.model) snprintf(r->text_model, sizeof r->text_model, "%s", c->text.model);
+    if (c->image.model) snprintf(r->image_model, sizeof r->image_model, "%s", c->image.model);
+    r->c.text.model = c->text.model ? r->text_model : NULL;
+    r->c.image.model = c->image.model ? r->image_model : NULL;
+    vindex_opts o;
+    if (r->c.text.model) {
+        vindex_opts_default(&o, VINDEX_HNSW, c->text.dim);
+        if (c->ef_search > 0) o.ef_search = c->ef_search;
+        if (vindex_open_store(s, "text", r->text_model, &o, &r->vt, NULL, err, errlen)) goto fail;
+    }
+    if (r->c.image.model) {
+        vindex_opts_default(&o, VINDEX_LSH, c->image.dim);
+        if (c->lsh_bits > 0) o.lsh_bits = c->lsh_bits;
+        if (vindex_open_store(s, "image", r->image_model, &o, &r->vi, NULL, err, errlen)) goto fail;
+    }
+    *out = r;
+    return 0;
+fail:
+    retr_free(r);
+    return -1;
+}
+
+void retr_free(retriever *r) {
+    if (!r) return;
+    vindex_free(r->vt);
+    vindex_free(r->vi);
+    pthread_mutex_destroy(&r->sync_mu);
+    free(r);
+}
+
+static int sync_indexes(retriever *r, char *err, size_t errlen) {
+    int rc = 0;
+    pthread_mutex_lock(&r->sync_mu);
+    if (r->vt) rc = vindex_sync_store(r->vt, r->s, "text", r->text_model, NULL, err, errlen);
+    if (!rc && r->vi) rc = vindex_sync_store(r->vi, r->s, "image", r->image_model, NULL, err, errlen);
+    pthread_mutex_unlock(&r->sync_mu);
+    return rc;
+}
+
+int retr_compact(retriever *r, char *err, size_t errlen) {
+    if (!r) return -1;
+    int rc = 0;
+    pthread_mutex_lock(&r->sync_mu);
+    if (r->vt) rc = vindex_rebuild_store(r->vt, r->s, "text", r->text_model, NULL, err, errlen);
+    if (!rc && r->vi) rc = vindex_rebuild_store(r->vi, r->s, "image", r->image_model, NULL, err, errlen);
+    pthread_mutex_unlock(&r->sync_mu);
+    return rc;
+}
+
+store *retr_store(retriever *r) { return r ? r->s : NULL; }
+
+void retr_get_stats(retriever *r, retr_stats *st) {
+    memset(st, 0, sizeof *st);
+    if (!r) return;
+    st->text_vectors = vindex_size(r->vt);
+    st->text_dead = vindex_dead(r->vt);
+    st->image_vectors = vindex_size(r->vi);
+    st->image_dead = vindex_dead(r->vi);
+    st->generation = r->vt ? vindex_generation(r->vt) : vindex_generation(r->vi);
+}
+
+/* ---- candidates resolved against the store ---- */
+typedef struct cand {
+    int64_t key;            /* chunk id, or -image id for an image without text */
+    store_chunk_row row;    /* valid when key > 0 */
+    int64_t image_id, doc;
+    int32_t page;
+    store_box box;          /* image box for key < 0 */
+    char *snippet;          /* from BM25 */
+    float score[RETR_NSRC];
+} cand;
+
+typedef struct cands { cand *c; int32_t n, cap; } cands;
+
+static cand *cands_find(cands *cs, int64_t key) {
+    for (int32_t i = 0; i < cs->n; i++)
+        if (cs->c[i].key == key) return &cs->c[i];
+    return NULL;
+}
+static cand *cands_add(cands *cs, int64_t key) {
+    cand *c = cands_find(cs, key);
+    if (c) return c;
+    if (cs->n == cs->cap) {
+        int32_t cap = cs->cap ? cs->cap * 2 : 64;
+        cand *n = realloc(cs->c, (size_t)cap * sizeof *n);
+        if (!n) return NULL;
+        cs->c = n;
+        cs->cap = cap;
+    }
+    c = &cs->c[cs->n++];
+    memset(c, 0, sizeof *c);
+    c->key = key;
+    return c;
+}
+static void cands_free(cands *cs) {
+    for (int32_t i = 0; i < cs->n; i++) {
+        store_chunk_row_clear(&cs->c[i].row);
+        free(cs->c[i].snippet);
+    }
+    free(cs->c);
+}
+
+static int passes(const retr_opts *o, int64_t doc, int32_t page, int32_t kind) {
+    if (o->n_docs > 0 && o->docs) {
+        int hit = 0;
+        for (int32_t i = 0; i < o->n_docs && !hit; i++) hit = o->docs[i] == doc;
+        if (!hit) return 0;
+    }
+    if (o->page_min > 0 && page < o->page_min) return 0;
+    if (o->page_max > 0 && page > o->page_max) return 0;
+    if (o->kind >= 0 && kind != o->kind) return 0;
+    return 1;
+}
+static int filtering(const retr_opts *o) {
+    return (o->n_docs > 0 && o->docs) || o->page_min > 0 || o->page_max > 0 || o->kind >= 0;
+}
+
+/* chunk id -> candidate with its row; NULL when the chunk is gone (deleted) */
+static cand *resolve_chunk(retriever *r, cands *cs, int64_t id) {
+    cand *c = cands_find(cs, id);
+    if (c) return c;
+    store_chunk_row row;
+    memset(&row, 0, sizeof row);
+    if (store_chunk_get(r->s, id, &row) != STORE_OK) return NULL;
+    c = cands_add(cs, id);
+    if (!c) { store_chunk_row_clear(&row); return NULL; }
+    c->row = row;
+    c->doc = row.doc;
+    c->page = row.page;
+    c->box = row.box;
+    c->image_id = row.image_id;
+    return c;
+}
+
+/* the chunk that cites an image: its caption, else a chunk anchored to it */
+static cand *resolve_image(retriever *r, cands *cs, int64_t image_id) {
+    store_image_row img;
+    memset(&img, 0, sizeof img);
+    if (store_image_get(r->s, image_id, &img) != STORE_OK) return NULL;
+    cand *c = NULL;
+    if (img.caption_chunk > 0) c = resolve_chunk(r, cs, img.caption_chunk);
+    if (!c) {
+        store_chunk_row *rows = NULL;
+        int32_t n = 0;
+        if (store_chunks_get(r->s, img.doc, img.page, &rows, &n) == STORE_OK) {
+            int64_t best = 0;
+            for (int32_t i = 0; i < n; i++)
+                if (rows[i].image_id == image_id &&
+                    (!best || rows[i].kind == STORE_KIND_CAPTION || rows[i].kind == STORE_KIND_FIGURE)) {
+                    best = rows[i].id;
+                    if (rows[i].kind == STORE_KIND_CAPTION) break;
+                }
+            store_chunks_free(rows, n);
+            if (best) c = resolve_chunk(r, cs, best);
+        }
+    }
+    if (!c) {
+        c = cands_find(cs, -image_id);
+        if (!c && (c = cands_add(cs, -image_id))) {
+            c->doc = img.doc;
+            c->page = img.page;
+            c->box = img.box;
+            c->row.kind = STORE_KIND_FIGURE;
+        }
+    }
+    if (c) c->image_id = image_id;
+    store_image_row_clear(&img);
+    return c;
+}
+
+static int32_t cand_kind(const cand *c) { return c->key > 0 ? c->row.kind : STORE_KIND_FIGURE; }
+
+/* one vector source: search with growing over-fetch until `depth` hits pass the filters */
+static int vector_list(retriever *r, vindex *v, int src, const float *q, const retr_opts *o,
+                       cands *cs, int64_t *list, int32_t *nlist, char *err, size_t errlen) {
+    *nlist = 0;
+    int64_t size = vindex_size(v) - vindex_dead(v);
+    if (size <= 0) return 0;
+    int64_t fetch = filtering(o) ? (int64_t)o->depth * 4 : o->depth;
+    for (;;) {
+        if (fetch > size) fetch = size;
+        vindex_hit *h = malloc((size_t)fetch * sizeof *h);
+        if (!h) { seterr(err, errlen, "retrieval: out of memory"); return -1; }
+        int32_t nh = 0;
+        if (vindex_search(v, q, (int32_t)fetch, h, &nh, err, errlen)) { free(h); return -1; }
+        *nlist = 0;
+        for (int32_t i = 0; i < nh && *nlist < o->depth; i++) {
+            cand *c = src == RETR_SRC_IMAGE ? resolve_image(r, cs, h[i].id)
+                                            : resolve_chunk(r, cs, h[i].id);
+            if (!c || !passes(o, c->doc, c->page, cand_kind(c))) continue;
+            int dup = 0;
+            for (int32_t j = 0; j < *nlist && !dup; j++) dup = list[j] == c->key;
+            if (dup) continue;  /* two images citing one caption: first (best) wins */
+            if (c->score[src] < h[i].score || !c->score[src]) c->score[src] = h[i].score;
+            list[(*nlist)++] = c->key;
+        }
+        free(h);
+        if (*nlist >= o->depth || fetch >= size) return 0;
+        fetch *= 4;
+    }
+}
+
+static int bm25_list(retriever *r, const char *query, const retr_opts *o, cands *cs,
+                     int64_t *list, int32_t *nlist, char *err, size_t errlen) {
+    *nlist = 0;
+    store_search_opts so;
+    store_search_opts_default(&so);
+    so.k = o->depth;
+    so.docs = o->docs;
+    so.n_docs = o->docs ? o->n_docs : 0;
+    so.page_min = o->page_min;
+    so.page_max = o->page_max;
+    so.kind = o->kind;
+    store_hit *h = NULL;
+    int32_t n = 0;
+    if (store_search_bm25(r->s, query, &so, &h, &n) != STORE_OK) {
+        seterr(err, errlen, "retrieval: %s", store_errmsg(r->s));
+        return -1;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        cand *c = resolve_chunk(r, cs, h[i].chunk_id);
+        if (!c) continue;
+        c->score[RETR_SRC_BM25] = (float)h[i].score;
+        if (!c->snippet && h[i].snippet) c->snippet = strdup(h[i].snippet);
+        list[(*nlist)++] = c->key;
+    }
+    store_hits_free(h, n);
+    return 0;
+}
+
+/* a short passage of text around the first query word found in it */
+static char *make_snippet(const char *text, const char *query) {
+    if (!text) return strdup("");
+    size_t len = strlen(text), at = 0;
+    const char *p = query ? query : "";
+    while (*p) {
+        while (*p && !isalnum((unsigned char)*p)) p++;
+        const char *w = p;
+        while (*p && isalnum((unsigned char)*p)) p++;
+        size_t wl = (size_t)(p - w);
+        if (wl < 3) continue;
+        for (size_t i = 0; i + wl <= len; i++)
+            if (strncasecmp(text + i, w, wl) == 0) { at = i; goto found; }
+    }
+found:;
+    size_t from = at > 60 ? at - 60 : 0, to = from + 200 < len ? from + 200 : len;
+    while (from > 0 && ((unsigned char)text[from] & 0xC0) == 0x80) from--;  /* UTF-8 start */
+    while (to < len && ((unsigned char)text[to] & 0xC0) == 0x80) to++;
+    char *s = malloc(to - from + 8);
+    if (!s) return NULL;
+    size_t n = 0;
+    if (from > 0) { memcpy(s, "\xE2\x80\xA6", 3); n = 3; }
+    for (size_t i = from; i < to; i++) s[n++] = text[i] == '\n' ? ' ' : text[i];
+    if (to < len) { memcpy(s + n, "\xE2\x80\xA6", 3); n += 3; }
+    s[n] = 0;
+    return s;
+}
+
+void retr_result_free(retr_result *res) {
+    if (!res) return;
+    for (int32_t i = 0; i < res->n; i++) {
+        free(res->hits[i].title);
+        free(res->hits[i].text);
+        free(res->hits[i].snippet);
+    }
+    free(res->hits);
+    memset(res, 0, sizeof *res);
+}
+
+static char *doc_title(retriever *r, int64_t doc) {
+    store_doc_row d;
+    memset(&d, 0, sizeof d);
+    char *t = NULL;
+    if (store_doc_get_id(r->s, doc, &d) == STORE_OK)
+        t = strdup(d.title && *d.title ? d.title : (d.path ? d.path : ""));
+    store_doc_row_clear(&d);
+    return t ? t : strdup("");
+}
+
+int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
+                    const float *qvec_image, const retr_opts *o_in, retr_result *res,
+                    char *err, size_t errlen) {
+    memset(res, 0, sizeof *res);
+    if (!r) { seterr(err, errlen, "retrieval: no retriever"); return -1; }
+    retr_opts o;
+    if (o_in) o = *o_in; else retr_opts_default(&o);
+    if (o.k <= 0) o.k = 10;
+    if (o.depth < o.k) o.depth = o.k;
+    if (o.depth > 1000) o.depth = 1000;
+    if (!query) query = "";
+    retr_adapt_weights(query, &o, &res->weights);
+    const float *w = res->weights.w;
+    if (sync_indexes(r, err, errlen)) return -1;
+
+    double t0 = now_ms();
+    float *qt = NULL, *qi = NULL;
+    int rc = 0;
+    int want_text = r->vt && w[RETR_SRC_TEXT] > 0;
+    int same_space = r->c.image.model && r->c.text.model && !r->c.image.encode &&
+                     strcmp(r->image_model, r->text_model) == 0;
+    int want_image = r->vi && w[RETR_SRC_IMAGE] > 0;
+    int32_t dt = r->vt ? vindex_get_opts(r->vt)->dim : 0;
+    int32_t di = r->vi ? vindex_get_opts(r->vi)->dim : 0;
+    if ((want_text || (want_image && same_space)) && !qvec_text && r->c.text.encode && dt) {
+        qt = malloc((size_t)dt * sizeof *qt);
+        if (!qt || r->c.text.encode(r->c.text.user, query, qt, dt, err, errlen)) { rc = -1; goto out; }
+        qvec_text = qt;
+    }
+    if (want_image && !qvec_image) {
+        if (same_space && di == dt) qvec_image = qvec_text;
+        else if (r->c.image.encode && di) {
+            qi = malloc((size_t)di * sizeof *qi);
+            if (!qi || r->c.image.encode(r->c.image.user, query, qi, di, err, errlen)) { rc = -1; goto out; }
+            qvec_image = qi;
+        }
+    }
+    res->encode_ms = now_ms() - t0;
+
+    double t1 = now_ms();
+    cands cs = {0};
+    int64_t *lists[RETR_NSRC];
+    int32_t nl[RETR_NSRC] = {0};
+    for (int s = 0; s < RETR_NSRC; s++) lists[s] = malloc((size_t)o.depth * sizeof(int64_t));
+    if (!lists[0] || !lists[1] || !lists[2]) { seterr(err, errlen, "retrieval: out of memory"); rc = -1; }
+    if (!rc && want_text && qvec_text)
+        rc = vector_list(r, r->vt, RETR_SRC_TEXT, qvec_text, &o, &cs, lists[0], &nl[0], err, errlen);
+    if (!rc && want_image && qvec_image)
+        rc = vector_list(r, r->vi, RETR_SRC_IMAGE, qvec_image, &o, &cs, lists[1], &nl[1], err, errlen);
+    if (!rc && w[RETR_SRC_BM25] > 0)
+        rc = bm25_list(r, query, &o, &cs, lists[2], &nl[2], err, errlen);
+    retr_fused *f = rc ? NULL : malloc((size_t)o.k * sizeof *f);
+    int32_t nf = 0;
+    if (!rc && !f) { seterr(err, errlen, "retrieval: out of memory"); rc = -1; }
+    if (!rc) nf = retr_fuse((const int64_t *const *)lists, nl, &res->weights, o.rrf_k, f, o.k);
+    if (!rc && nf > 0) {
+        res->hits = calloc((size_t)nf, sizeof *res->hits);
+        if (!res->hits) { seterr(err, errlen, "retrieval: out of memory"); rc = -1; }
+    }
+    for (int32_t i = 0; !rc && i < nf; i++) {
+        cand *c = cands_find(&cs, f[i].id);
+        retr_hit *h = &res->hits[res->n++];
+        h->chunk_id = c->key > 0 ? c->key : 0;
+        h->doc = c->doc;
+        h->title = doc_title(r, c->doc);
+        h->page = c->page;
+        h->kind = cand_kind(c);
+        h->box = c->box;
+        h->image_id = c->image_id;
+        h->text = strdup(c->key > 0 && c->row.text ? c->row.text : "");
+        h->snippet = c->snippet ? strdup(c->snippet) : make_snippet(h->text, query);
+        memcpy(h->rank, f[i].rank, sizeof h->rank);
+        memcpy(h->score, c->score, sizeof h->score);
+        h->fused = f[i].fused;
+    }
+    free(f);
+    for (int s = 0; s < RETR_NSRC; s++) free(lists[s]);
+    cands_free(&cs);
+    res->search_ms = now_ms() - t1;
+out:
+    free(qt);
+    free(qi);
+    if (rc) retr_result_free(res);
+    return rc;
+}
+
+int retr_search(retriever *r, const char *query, const retr_opts *o, retr_result *res,
+                char *err, size_t errlen) {
+    return retr_search_vec(r, query, NULL, NULL, o, res, err, errlen);
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `make demo`: generate the sample PDFs, index them into a fresh collection and show what
+# mmrag found (documents, one document's chunks with boxes, a keyword search).
+# Usage: scripts/demo.sh BUILD MODELS
+set -euo pipefail
+build=${1:-build}; models=${2:-models}
+mmrag=$build/mmrag
+gen=$build/tests/tool_gencorpus
+demo=$build/demo
+for f in "$mmrag" "$gen"; do
+  [ -x "$f" ] || { echo "demo: $f is missing (run make first)" >&2; exit 1; }
+done
+export MMRAG_MODELS=$models
+rm -rf "$demo"
+mkdir -p "$demo"
+"$gen" samples "$demo/samples" >/dev/null
+db=$demo/db
+
+if [ -t 1 ]; then step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else step() { printf '\n== %s\n' "$*"; }; fi
+
+step "mmrag index $demo/samples --db $db"
+"$mmrag" index "$demo/samples" --db "$db"
+
+step "mmrag ls"
+"$mmrag" ls --db "$db"
+
+first=$("$mmrag" ls --db "$db" --json | sed -n 's/^ *"id": \([0-9]*\),*$/\1/p' | head -n1)
+step "mmrag show $first --page 1   (chunks: kind, page, box [x0,y0,x1,y1] in 0..1, anchored image)"
+shown=$("$mmrag" show "$first" --page 1 --db "$db")
+printf '%s\n' "$shown" | head -n 24
+
+step "mmrag search \"revenue by quarter\" -k 3"
+"$mmrag" search "revenue by quarter" -k 3 --db "$db"
+
+echo
+echo "demo: collection in $db (try: $mmrag search \"your words\" --db $db)"

@@ -1,0 +1,527 @@
+/* ingest tests on the generated corpus (tests/tool_gencorpus.c writes the PDFs and a
+ * truth.json with the exact boxes it drew, the captions, the planted facts and the text
+ * of the scanned page). Checks: facts on the right page, image/figure boxes IoU >= 0.9,
+ * caption pairing, chunk anchoring, two-column reading order, OCR, token budget,
+ * bad inputs, and flat peak RSS over a 2,000-page PDF (in a child process, so the
+ * peak is not inherited from the other tests). */
+#include "ingest/ingest.h"
+#include "tests/test.h"
+#include <ctype.h>
+#include <jansson.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NPAGES_MAX 16
+
+static char corpus_dir[1024], bad_dir[1024];
+static json_t *truth;            /* docs[0] of truth.json */
+static ingest_page *pages[NPAGES_MAX + 1];
+static int n_pages;
+static ingest_doc *doc;
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static int gen(const char *what, char *dir, size_t dirlen) {
+    const char *tmp = test_env("MMRAG_TMP", "/tmp");
+    const char *build = test_env("MMRAG_BUILD", "build");
+    snprintf(dir, dirlen, "%s/ingest-%s", tmp, what);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s/tests/tool_gencorpus' %s '%s'", build, what, dir);
+    return system(cmd);
+}
+
+/* Generate and ingest the corpus once; later tests reuse the parsed pages. */
+static int load_corpus(void) {
+    if (doc) return 0;
+    if (gen("corpus", corpus_dir, sizeof corpus_dir)) return -1;
+    char path[2048], err[512];
+    snprintf(path, sizeof path, "%s/truth.json", corpus_dir);
+    json_t *root = json_load_file(path, 0, NULL);
+    if (!root) return -1;
+    truth = json_incref(json_array_get(json_object_get(root, "docs"), 0));
+    json_decref(root);
+    snprintf(path, sizeof path, "%s/corpus.pdf", corpus_dir);
+    ingest_options o;
+    ingest_options_default(&o);
+    if (ingest_doc_open(path, &o, &doc, err, sizeof err)) {
+        fprintf(stderr, "  open: %s\n", err);
+        return -1;
+    }
+    n_pages = ingest_doc_page_count(doc);
+    if (n_pages > NPAGES_MAX) return -1;
+    double t0 = now_s();
+    for (int p = 1; p <= n_pages; p++) {
+        int rc = ingest_doc_page(doc, p, &pages[p], err, sizeof err);
+        if (rc) fprintf(stderr, "  page %d: %s\n", p, err);
+        if (!pages[p]) return -1;
+    }
+    printf("  corpus: %d pages in %.2f s\n", n_pages, now_s() - t0);
+    return 0;
+}
+
+static json_t *truth_page(int p) { return json_array_get(json_object_get(truth, "pages"), (size_t)p - 1); }
+
+/* all chunk text of a page, whitespace collapsed to single spaces */
+static char *page_text(const ingest_page *pg) {
+    size_t n = 1;
+    for (int i = 0; i < pg->n_chunks; i++) n += strlen(pg->chunks[i].text) + 1;
+    char *s = malloc(n), *q = s;
+    for (int i = 0; i < pg->n_chunks; i++) {
+        for (const char *t = pg->chunks[i].text; *t; t++) *q++ = (*t == '\n' || *t == '\t') ? ' ' : *t;
+        *q++ = ' ';
+    }
+    *q = 0;
+    return s;
+}
+
+static double iou(ingest_box a, const json_t *b) {
+    double bx0 = json_real_value(json_array_get(b, 0)), by0 = json_real_value(json_array_get(b, 1));
+    double bx1 = json_real_value(json_array_get(b, 2)), by1 = json_real_value(json_array_get(b, 3));
+    double ix = fmin(a.x1, bx1) - fmax(a.x0, bx0), iy = fmin(a.y1, by1) - fmax(a.y0, by0);
+    if (ix <= 0 || iy <= 0) return 0;
+    double in = ix * iy;
+    return in / ((a.x1 - a.x0) * (a.y1 - a.y0) + (bx1 - bx0) * (by1 - by0) - in);
+}
+
+/* first chunk (in document order) containing `needle`, of `kind` (-1 = any) */
+static const ingest_chunk *find_chunk_kind(const char *needle, int kind, int *page) {
+    for (int p = 1; p <= n_pages; p++)
+        for (int i = 0; i < pages[p]->n_chunks; i++)
+            if ((kind < 0 || pages[p]->chunks[i].kind == kind) && strstr(pages[p]->chunks[i].text, needle)) {
+                if (page) *page = p;
+                return &pages[p]->chunks[i];
+            }
+    return NULL;
+}
+
+static const ingest_chunk *find_chunk(const char *needle, int *page) { return find_chunk_kind(needle, -1, page); }
+
+TEST(planted_facts_on_right_page) {
+    CHECK(load_corpus() == 0);
+    int checked = 0;
+    for (int p = 1; p <= n_pages; p++) {
+        json_t *facts = json_object_get(truth_page(p), "facts");
+        size_t i;
+        json_t *f;
+        json_array_foreach(facts, i, f) {
+            const char *fact = json_string_value(f);
+            for (int q = 1; q <= n_pages; q++) {
+                char *t = page_text(pages[q]);
+                int found = strstr(t, fact) != NULL;
+                free(t);
+                CHECK_MSG(found == (q == p), "fact '%s' (page %d) %s on page %d", fact, p,
+                          found ? "found" : "missing", q);
+            }
+            checked++;
+        }
+    }
+    CHECK(checked >= 6);
+}
+
+TEST(headings_are_heading_chunks) {
+    CHECK(load_corpus() == 0);
+    for (int p = 1; p <= n_pages; p++) {
+        size_t i;
+        json_t *h;
+        json_array_foreach(json_object_get(truth_page(p), "headings"), i, h) {
+            int ok = 0;
+            for (int c = 0; c < pages[p]->n_chunks; c++)
+                ok |= pages[p]->chunks[c].kind == INGEST_CHUNK_HEADING &&
+                      !strcmp(pages[p]->chunks[c].text, json_string_value(h));
+            CHECK_MSG(ok, "heading '%s' on page %d", json_string_value(h), p);
+        }
+    }
+}
+
+TEST(image_boxes_iou_and_captions) {
+    CHECK(load_corpus() == 0);
+    int n_truth = 0, n_found = 0;
+    for (int p = 1; p <= n_pages; p++) {
+        json_t *imgs = json_object_get(truth_page(p), "images");
+        const ingest_page *pg = pages[p];
+        n_found += pg->n_images;
+        size_t i;
+        json_t *t;
+        json_array_foreach(imgs, i, t) {
+            n_truth++;
+            int kind = strcmp(json_string_value(json_object_get(t, "kind")), "raster") ? INGEST_IMAGE_VECTOR
+                                                                                        : INGEST_IMAGE_RASTER;
+            double best = 0;
+            const ingest_image *bi = NULL;
+            for (int k = 0; k < pg->n_images; k++) {
+                double v = iou(pg->images[k].box, json_object_get(t, "box"));
+                if (v > best) { best = v; bi = &pg->images[k]; }
+            }
+            printf("  page %d %s figure: IoU %.3f\n", p, kind ? "vector" : "raster", best);
+            CHECK_MSG(bi && best >= 0.9, "page %d image %zu IoU %.3f", p, i, best);
+            CHECK(bi->kind == kind);
+            CHECK(bi->page == p);
+            /* caption pairing: the image's caption chunk is the truth caption, anchored back */
+            CHECK_MSG(bi->caption_chunk >= 0 && bi->caption_chunk < pg->n_chunks, "page %d no caption", p);
+            const ingest_chunk *cc = &pg->chunks[bi->caption_chunk];
+            CHECK(cc->kind == INGEST_CHUNK_CAPTION);
+            CHECK_MSG(!strcmp(cc->text, json_string_value(json_object_get(t, "caption"))), "caption '%s'",
+                      cc->text);
+            CHECK(cc->image_index == bi->index);
+            /* a real PNG crop of about the box size at 144 dpi, and a hash */
+            CHECK(bi->png_len > 8 && !memcmp(bi->png, "\x89PNG\r\n\x1a\n", 8));
+            CHECK_NEAR(bi->width_px, (bi->box.x1 - bi->box.x0) * pg->width_pt * 2, 3);
+            CHECK(bi->phash != 0);
+        }
+    }
+    CHECK_MSG(n_found == n_truth, "%d images found, truth has %d", n_found, n_truth);
+    /* image indexes are unique across the document; hashes of different figures differ */
+    int seen = 0;
+    uint64_t hashes[32];
+    for (int p = 1; p <= n_pages; p++)
+        for (int k = 0; k < pages[p]->n_images; k++) {
+            CHECK(pages[p]->images[k].index == seen);
+            for (int j = 0; j < seen; j++) CHECK(hashes[j] != pages[p]->images[k].phash);
+            if (seen < 32) hashes[seen] = pages[p]->images[k].phash;
+            seen++;
+        }
+}
+
+TEST(tables_are_table_chunks_not_images) {
+    CHECK(load_corpus() == 0);
+    int p;
+    const ingest_chunk *c = find_chunk("Turbine inspection", &p);
+    CHECK(c);
+    CHECK(c->kind == INGEST_CHUNK_TABLE);
+    CHECK(strstr(c->text, "Turbine inspection | 180 days | Four engineers"));
+    json_t *tb = json_array_get(json_object_get(truth_page(p), "tables"), 0);
+    CHECK(tb);
+    /* the chunk box is the union of the cell text: inside the ruled table box */
+    double v = iou(c->box, json_object_get(tb, "box"));
+    CHECK_MSG(v > 0.5, "table text box IoU %.3f", v);
+    CHECK(pages[p]->n_images == 0);
+}
+
+static int image_of_caption(const char *caption_prefix) {
+    const ingest_chunk *c = find_chunk(caption_prefix, NULL);
+    return c && c->kind == INGEST_CHUNK_CAPTION ? c->image_index : -2;
+}
+
+TEST(chunk_anchoring) {
+    CHECK(load_corpus() == 0);
+    int fig1 = image_of_caption("Figure 1:"), fig2 = image_of_caption("Figure 2:"),
+        fig3 = image_of_caption("Figure 3:");
+    CHECK(fig1 >= 0 && fig2 >= 0 && fig3 >= 0 && fig2 != fig3);
+    struct { const char *text; int image; int kind; } want[] = {
+        {"The photo above shows", fig1, INGEST_CHUNK_TEXT},
+        {"The Quibble turbine spins", fig2, INGEST_CHUNK_TEXT},
+        {"The bar chart shows", fig2, INGEST_CHUNK_TEXT},
+        {"peaked at 78 percent", fig3, INGEST_CHUNK_TEXT},
+        {"Q4", fig2, INGEST_CHUNK_FIGURE},       /* axis labels inside the bar chart */
+        {"Grendel", fig3, INGEST_CHUNK_FIGURE},  /* legend inside the line chart */
+        {"the plant stopped only twice", -1, INGEST_CHUNK_TEXT}, /* page without images */
+    };
+    for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+        const ingest_chunk *c = find_chunk_kind(want[i].text, want[i].kind, NULL);
+        CHECK_MSG(c, "no %s chunk with '%s'", ingest_chunk_kind_name(want[i].kind), want[i].text);
+        CHECK_MSG(c->image_index == want[i].image, "'%s': anchored to %d, want %d", want[i].text,
+                  c->image_index, want[i].image);
+    }
+}
+
+TEST(chunk_order_and_boxes) {
+    CHECK(load_corpus() == 0);
+    int last = -1;
+    for (int p = 1; p <= n_pages; p++)
+        for (int i = 0; i < pages[p]->n_chunks; i++) {
+            const ingest_chunk *c = &pages[p]->chunks[i];
+            CHECK(c->order == last + 1);
+            last = c->order;
+            CHECK(c->page == p);
+            CHECK(c->box.x0 >= 0 && c->box.y0 >= 0 && c->box.x1 <= 1 && c->box.y1 <= 1);
+            CHECK(c->box.x0 < c->box.x1 && c->box.y0 < c->box.y1);
+        }
+    int p;
+    const ingest_chunk *c = find_chunk("Zorblax reactor produces 42", &p);
+    CHECK(c && p == 1);
+    /* that paragraph is the first below the heading: top part of page 1 */
+    CHECK(c->box.y0 > 0.1 && c->box.y1 < 0.2);
+}
+
+TEST(two_column_reading_order) {
+    CHECK(load_corpus() == 0);
+    json_t *tp = NULL;
+    int p = 0;
+    for (int q = 1; q <= n_pages && !tp; q++)
+        if (json_object_get(truth_page(q), "order")) { tp = truth_page(q); p = q; }
+    CHECK(tp);
+    char *t = page_text(pages[p]);
+    const char *prev = t;
+    size_t i;
+    json_t *m;
+    json_array_foreach(json_object_get(tp, "order"), i, m) {
+        const char *at = strstr(t, json_string_value(m));
+        CHECK_MSG(at && at >= prev, "marker %s out of order", json_string_value(m));
+        prev = at;
+    }
+    const char *end = strstr(t, "SPANEND");
+    CHECK(end && end > prev);
+    free(t);
+}
+
+static void words_lower(const char *s, char out[][32], int *n, int max) {
+    *n = 0;
+    while (*s && *n < max) {
+        while (*s && !isalnum((unsigned char)*s)) s++;
+        int k = 0;
+        while (*s && isalnum((unsigned char)*s)) {
+            if (k < 31) out[*n][k++] = (char)tolower((unsigned char)*s);
+            s++;
+        }
+        if (k) { out[*n][k] = 0; (*n)++; }
+    }
+}
+
+TEST(ocr_scanned_page) {
+    CHECK(load_corpus() == 0);
+    int p = 0;
+    for (int q = 1; q <= n_pages; q++)
+        if (json_is_true(json_object_get(truth_page(q), "ocr"))) p = q;
+    CHECK(p > 0);
+    CHECK(pages[p]->ocr == 1);
+    CHECK(pages[p]->n_chunks > 0);
+    for (int i = 0; i < pages[p]->n_chunks; i++) CHECK(pages[p]->chunks[i].kind == INGEST_CHUNK_OCR);
+    for (int q = 1; q <= n_pages; q++) CHECK(q == p || pages[q]->ocr == 0);
+    static char want[200][32], got[400][32];
+    int nw, ng;
+    char *t = page_text(pages[p]);
+    words_lower(json_string_value(json_object_get(truth_page(p), "ocr_text")), want, &nw, 200);
+    words_lower(t, got, &ng, 400);
+    free(t);
+    int hit = 0;
+    for (int i = 0; i < nw; i++)
+        for (int j = 0; j < ng; j++)
+            if (!strcmp(want[i], got[j])) { hit++; break; }
+    printf("  OCR word recall: %d/%d (%.1f%%), %d words read\n", hit, nw, 100.0 * hit / nw, ng);
+    CHECK(nw > 20);
+    CHECK_MSG(hit >= nw * 9 / 10, "OCR recall %d/%d", hit, nw);
+    CHECK(find_chunk("Vortigan", NULL) && find_chunk("Kestrel", NULL));
+}
+
+TEST(token_budget_overlap_and_whole_captions) {
+    CHECK(load_corpus() == 0);
+    char path[2048], err[512];
+    snprintf(path, sizeof path, "%s/corpus.pdf", corpus_dir);
+    ingest_options o;
+    ingest_options_default(&o);
+    o.chunk_tokens = 8;
+    o.overlap_tokens = 3;
+    o.ocr = 0;
+    ingest_doc *d;
+    CHECK(ingest_doc_open(path, &o, &d, err, sizeof err) == 0);
+    int overlaps = 0, captions = 0;
+    for (int p = 1; p <= 2; p++) {
+        ingest_page *pg;
+        CHECK(ingest_doc_page(d, p, &pg, err, sizeof err) == 0);
+        for (int i = 0; i < pg->n_chunks; i++) {
+            const ingest_chunk *c = &pg->chunks[i];
+            static char w[64][32], w2[64][32];
+            int n, n2;
+            words_lower(c->text, w, &n, 64);
+            if (c->kind == INGEST_CHUNK_CAPTION) {
+                CHECK(n >= 8); /* captions reach or pass the budget and stay whole */
+                CHECK(!strncmp(c->text, "Figure ", 7) && c->text[strlen(c->text) - 1] == '.');
+                captions++;
+                continue;
+            }
+            if (c->kind != INGEST_CHUNK_TEXT) continue;
+            CHECK_MSG(n <= 8, "chunk of %d words", n);
+            if (i + 1 < pg->n_chunks && pg->chunks[i + 1].kind == INGEST_CHUNK_TEXT && n == 8) {
+                words_lower(pg->chunks[i + 1].text, w2, &n2, 64);
+                if (n2 >= 3 && !strcmp(w[5], w2[0]) && !strcmp(w[6], w2[1]) && !strcmp(w[7], w2[2]))
+                    overlaps++;
+            }
+        }
+        ingest_page_free(pg);
+    }
+    ingest_doc_free(d);
+    CHECK(captions == 3);
+    CHECK_MSG(overlaps >= 10, "%d overlapping chunk pairs", overlaps);
+}
+
+static void expect_bad(int *test_failed_, const char *file, int want) {
+    char path[2048], err[512];
+    snprintf(path, sizeof path, "%s/%s", bad_dir, file);
+    ingest_doc *d = (ingest_doc *)1;
+    int rc = ingest_doc_open(path, NULL, &d, err, sizeof err);
+    printf("  %s -> %d \"%s\"\n", file, rc, err);
+    CHECK_MSG(rc == want, "%s: rc %d want %d (%s)", file, rc, want, err);
+    CHECK(d == NULL);
+    CHECK_MSG(strstr(err, file) != NULL, "message '%s' does not name the file", err);
+    CHECK(strchr(err, '\n') == NULL);
+}
+
+TEST(bad_inputs) {
+    CHECK(gen("bad", bad_dir, sizeof bad_dir) == 0);
+    expect_bad(test_failed_, "not-a-pdf.pdf", INGEST_ERR_NOT_PDF);
+    if (*test_failed_) return;
+    expect_bad(test_failed_, "truncated.pdf", INGEST_ERR_NOT_PDF);
+    if (*test_failed_) return;
+    expect_bad(test_failed_, "encrypted.pdf", INGEST_ERR_ENCRYPTED);
+    if (*test_failed_) return;
+    expect_bad(test_failed_, "zero-pages.pdf", INGEST_ERR_EMPTY);
+    if (*test_failed_) return;
+    expect_bad(test_failed_, "does-not-exist.pdf", INGEST_ERR_IO);
+    if (*test_failed_) return;
+    char sub[2048];
+    snprintf(sub, sizeof sub, "%s/a-directory.pdf", bad_dir);
+    mkdir(sub, 0755);
+    expect_bad(test_failed_, "a-directory.pdf", INGEST_ERR_IO);
+    if (*test_failed_) return;
+    char err[512];
+    ingest_doc *d;
+    CHECK(ingest_doc_open("", NULL, &d, err, sizeof err) == INGEST_ERR_ARG);
+    CHECK(ingest_doc_open_mem("hello", 5, "mem.pdf", NULL, &d, err, sizeof err) == INGEST_ERR_NOT_PDF);
+    CHECK(strstr(err, "mem.pdf"));
+    /* the same bytes from memory: truncated is still refused */
+    snprintf(sub, sizeof sub, "%s/truncated.pdf", bad_dir);
+    FILE *f = fopen(sub, "rb");
+    CHECK(f);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    CHECK(ingest_doc_open_mem(buf, n, "cut.pdf", NULL, &d, err, sizeof err) == INGEST_ERR_NOT_PDF);
+    CHECK(d == NULL);
+}
+
+TEST(relative_path_memory_and_sha256) {
+    CHECK(load_corpus() == 0);
+    char cwd[2048], err[512];
+    CHECK(getcwd(cwd, sizeof cwd));
+    CHECK(chdir(corpus_dir) == 0);
+    ingest_doc *d = NULL;
+    int rc = ingest_doc_open("./corpus.pdf", NULL, &d, err, sizeof err);
+    CHECK(chdir(cwd) == 0);
+    CHECK_MSG(rc == 0, "%s", err);
+    CHECK(ingest_doc_path(d)[0] == '/');
+    CHECK(!strcmp(ingest_doc_title(d), "corpus"));
+    /* sha256 against the coreutils tool */
+    char cmd[4096], line[256] = "";
+    snprintf(cmd, sizeof cmd, "sha256sum '%s/corpus.pdf'", corpus_dir);
+    FILE *pp = popen(cmd, "r");
+    CHECK(pp);
+    CHECK(fgets(line, sizeof line, pp));
+    pclose(pp);
+    CHECK(!strncmp(line, ingest_doc_sha256(d), 64));
+    char hex[65];
+    snprintf(cmd, sizeof cmd, "%s/corpus.pdf", corpus_dir);
+    CHECK(ingest_file_sha256(cmd, hex, err, sizeof err) == 0 && !strcmp(hex, ingest_doc_sha256(d)));
+    /* memory open gives the same document */
+    FILE *f = fopen(cmd, "rb");
+    CHECK(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n);
+    CHECK(fread(buf, 1, (size_t)n, f) == (size_t)n);
+    fclose(f);
+    ingest_doc *m = NULL;
+    CHECK(ingest_doc_open_mem(buf, (size_t)n, "upload.pdf", NULL, &m, err, sizeof err) == 0);
+    CHECK(!strcmp(ingest_doc_sha256(m), ingest_doc_sha256(d)));
+    CHECK(ingest_doc_page_count(m) == ingest_doc_page_count(d));
+    ingest_page *pg = NULL;
+    CHECK(ingest_doc_page(m, 2, &pg, err, sizeof err) == 0);
+    CHECK(pg->n_images == 2);
+    ingest_page_free(pg);
+    CHECK(ingest_doc_page(m, 99, &pg, err, sizeof err) == INGEST_ERR_ARG && pg == NULL);
+    CHECK(strstr(err, "upload.pdf"));
+    ingest_doc_free(m);
+    ingest_doc_free(d);
+    free(buf);
+    char key[64];
+    ingest_embedding_key(key, sizeof key, 3, 17, 2);
+    CHECK(!strcmp(key, "3_17_2"));
+    ingest_embedding_key(key, sizeof key, 3, 18, -1);
+    CHECK(!strcmp(key, "3_18_none"));
+}
+
+/* ---------- flat memory: measured in a child process ---------- */
+
+static long maxrss_kb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+/* Child mode: ingest the big PDF, print "rss50 rss2000 seconds chunks" and exit. */
+__attribute__((constructor)) static void memchild(void) {
+    const char *path = getenv("MMRAG_INGEST_MEMCHILD");
+    if (!path) return;
+    char err[512];
+    ingest_doc *d;
+    if (ingest_doc_open(path, NULL, &d, err, sizeof err)) {
+        printf("error %s\n", err);
+        _exit(1);
+    }
+    long r50 = 0, chunks = 0;
+    double t0 = now_s();
+    int n = ingest_doc_page_count(d);
+    for (int p = 1; p <= n; p++) {
+        ingest_page *pg;
+        if (ingest_doc_page(d, p, &pg, err, sizeof err)) {
+            printf("error %s\n", err);
+            _exit(1);
+        }
+        chunks += pg->n_chunks;
+        ingest_page_free(pg);
+        if (p == 50) r50 = maxrss_kb();
+    }
+    double dt = now_s() - t0;
+    ingest_doc_free(d);
+    printf("%ld %ld %.3f %ld %d\n", r50, maxrss_kb(), dt, chunks, n);
+    fflush(stdout);
+    _exit(0);
+}
+
+TEST(flat_memory_2000_pages) {
+    if (!bad_dir[0]) CHECK(gen("bad", bad_dir, sizeof bad_dir) == 0);
+    char exe[2048], cmd[8192];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    CHECK(n > 0);
+    exe[n] = 0;
+#ifdef __SANITIZE_ADDRESS__
+    /* ASan keeps freed blocks in a quarantine (256 MB by default): turn it off so peak
+     * RSS measures what is live */
+    const char *asan = "ASAN_OPTIONS=\"$ASAN_OPTIONS:quarantine_size_mb=0:detect_leaks=0\" ";
+#else
+    const char *asan = "";
+#endif
+    snprintf(cmd, sizeof cmd, "%sMMRAG_INGEST_MEMCHILD='%s/big-2000.pdf' '%s'", asan, bad_dir, exe);
+    FILE *pp = popen(cmd, "r");
+    CHECK(pp);
+    long r50 = 0, r2000 = 0, chunks = 0;
+    double dt = 0;
+    int pagesn = 0;
+    int got = fscanf(pp, "%ld %ld %lf %ld %d", &r50, &r2000, &dt, &chunks, &pagesn);
+    pclose(pp);
+    CHECK_MSG(got == 5, "child printed %d fields", got);
+    printf("  2000 pages: %.2f s (%.0f pages/s), peak RSS after 50 pages %ld KB, after 2000 %ld KB "
+           "(+%ld KB)\n", dt, pagesn / dt, r50, r2000, r2000 - r50);
+    CHECK(pagesn == 2000);
+    CHECK(chunks >= 2000);
+    /* Margin: 16 MB. Every page carries a captioned chart, so each page is rendered
+     * (~0.4 MB) and cropped; Poppler's page-tree cache costs ~2.4 KB per page reached
+     * (content-independent, not ours). A leaked render or crop per page would add
+     * hundreds of MB. */
+    CHECK_MSG(r2000 - r50 <= 16 * 1024, "peak RSS grew by %ld KB", r2000 - r50);
+}
+
+TEST(zz_cleanup) {
+    for (int p = 1; p <= n_pages; p++) ingest_page_free(pages[p]);
+    n_pages = 0;
+    ingest_doc_free(doc);
+    doc = NULL;
+    json_decref(truth);
+    truth = NULL;
+}

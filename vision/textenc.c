@@ -1,0 +1,459 @@
+/* all-MiniLM-L6-v2 text encoder: weights from safetensors, BERT forward pass, mean pooling.
+ *
+ * Padding-free batching: the tokens of many texts are laid end to end in one [T][h]
+ * matrix, so every linear layer is one GEMM over all T tokens; only attention looks at
+ * text boundaries (each text attends to its own tokens). Scratch memory belongs to each
+ * call, so the handle stays read-only; a mutex makes concurrent calls take turns on the
+ * pool (kern_pool_run is one caller at a time). */
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vision/textenc.h"
+#include "vision/textenc_internal.h"
+
+#define TE_TOKEN_BUDGET 4096 /* tokens per forward pass: bounds scratch to ~40 MB */
+#define TE_TOKENIZE_GROUP 128 /* texts tokenized (in parallel) per step */
+
+typedef struct {
+    const float *qkv_w, *qkv_b; /* [3h][h], [3h]: query, key, value stacked (owned copies) */
+    const float *ao_w, *ao_b;   /* attention output dense [h][h] */
+    const float *ln1_g, *ln1_b;
+    const float *in_w, *in_b;   /* intermediate [inter][h] */
+    const float *out_w, *out_b; /* output dense [h][inter] */
+    const float *ln2_g, *ln2_b;
+} te_layer;
+
+/* Weights point into the read-only mapping of model.safetensors when they are aligned
+ * F32 (no copy); others (F16/BF16, unaligned, the stacked QKV) are malloc'd copies kept
+ * in `owned`. The file must not be modified while the encoder is loaded. */
+struct textenc {
+    int32_t h, heads, n_layers, inter, max_pos, vocab;
+    float eps;
+    const float *word, *pos, *type0, *eln_g, *eln_b;
+    te_layer *layers;
+    mf_safetensors *file;
+    void **owned;
+    int n_owned, cap_owned;
+    vision_wp *wp;
+    kern_pool *pool;
+    int own_pool;
+    pthread_mutex_t mu;
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) {
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- loading -------------------------------------------------------------------- */
+
+/* config.json: optional; MiniLM-L6 values when absent. Only "gelu" is supported. */
+static int read_config(textenc *te, const char *dir, char *err, size_t errlen) {
+    te->h = 384;
+    te->heads = 12;
+    te->n_layers = 6;
+    te->inter = 1536;
+    te->max_pos = 512;
+    te->eps = 1e-12f;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (access(path, F_OK) != 0) return 0;
+    json_error_t je;
+    json_t *c = json_load_file(path, 0, &je);
+    if (!json_is_object(c)) {
+        set_err(err, errlen, "textenc: %s: %s", path, c ? "not a JSON object" : je.text);
+        json_decref(c);
+        return -1;
+    }
+    struct { const char *key; int32_t *dst; } ints[] = {
+        {"hidden_size", &te->h}, {"num_attention_heads", &te->heads},
+        {"num_hidden_layers", &te->n_layers}, {"intermediate_size", &te->inter},
+        {"max_position_embeddings", &te->max_pos},
+    };
+    int rc = 0;
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        json_t *v = json_object_get(c, ints[i].key);
+        if (!v) continue;
+        if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 65536) {
+            set_err(err, errlen, "textenc: %s: bad %s", path, ints[i].key);
+            rc = -1;
+        } else {
+            *ints[i].dst = (int32_t)json_integer_value(v);
+        }
+    }
+    json_t *eps = json_object_get(c, "layer_norm_eps");
+    if (json_is_number(eps)) te->eps = (float)json_number_value(eps);
+    json_t *act = json_object_get(c, "hidden_act");
+    if (act && (!json_is_string(act) || strcmp(json_string_value(act), "gelu") != 0)) {
+        set_err(err, errlen, "textenc: %s: hidden_act must be \"gelu\"", path);
+        rc = -1;
+    }
+    if (rc == 0 && (te->h % te->heads != 0 || te->max_pos < 2)) {
+        set_err(err, errlen, "textenc: %s: hidden_size %d not divisible by %d heads", path,
+                te->h, te->heads);
+        rc = -1;
+    }
+    json_decref(c);
+    return rc;
+}
+
+typedef struct {
+    textenc *te;
+    const char *prefix; /* "" or "bert." */
+    const char *path;
+    char *err;
+    size_t errlen;
+    int failed;
+} loader;
+
+static int keep(loader *L, void *p) {
+    textenc *te = L->te;
+    if (!p) return -1;
+    if (te->n_owned == te->cap_owned) {
+        int cap = te->cap_owned ? 2 * te->cap_owned : 64;
+        void **o = realloc(te->owned, (size_t)cap * sizeof *o);
+        if (!o) {
+            free(p);
+            return -1;
+        }
+        te->owned = o;
+        te->cap_owned = cap;
+    }
+    te->owned[te->n_owned++] = p;
+    return 0;
+}
+
+static const float *load(loader *L, const char *name, int64_t count) {
+    if (L->failed) return NULL;
+    char full[256], e[512];
+    snprintf(full, sizeof full, "%s%s", L->prefix, name);
+    const mf_tensor *t = mf_safetensors_find(L->te->file, full);
+    if (t && t->type == KERN_F32 && (uintptr_t)t->data % sizeof(float) == 0 &&
+        (count < 0 || t->nbytes == (size_t)count * sizeof(float)))
+        return t->data;
+    float *x = mf_safetensors_load_f32(L->te->file, full, count, e, sizeof e);
+    if (!x || keep(L, x) != 0) {
+        set_err(L->err, L->errlen, "textenc: %s: %s", L->path, x ? "out of memory" : e);
+        L->failed = 1;
+        return NULL;
+    }
+    return x;
+}
+
+static const float *load_layer(loader *L, int i, const char *name, int64_t count) {
+    char full[200];
+    snprintf(full, sizeof full, "encoder.layer.%d.%s", i, name);
+    return load(L, full, count);
+}
+
+/* Stack n parts of `each` floats into one owned buffer. */
+static const float *stack(loader *L, const float *const *parts, int n, int64_t each) {
+    if (L->failed) return NULL;
+    float *o = malloc((size_t)(n * each) * sizeof *o);
+    if (!o || keep(L, o) != 0) {
+        set_err(L->err, L->errlen, "textenc: %s: out of memory", L->path);
+        L->failed = 1;
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) memcpy(o + i * each, parts[i], (size_t)each * sizeof *o);
+    return o;
+}
+
+static int load_weights(textenc *te, const char *path, char *err, size_t errlen) {
+    if (mf_safetensors_open(path, &te->file, err, errlen) != 0) return -1;
+    const mf_safetensors *f = te->file;
+    loader L = {te, "", path, err, errlen, 0};
+    if (!mf_safetensors_find(f, "embeddings.word_embeddings.weight") &&
+        mf_safetensors_find(f, "bert.embeddings.word_embeddings.weight"))
+        L.prefix = "bert.";
+    char name[128];
+    snprintf(name, sizeof name, "%sembeddings.word_embeddings.weight", L.prefix);
+    const mf_tensor *we = mf_safetensors_find(f, name);
+    if (!we || we->n_dims != 2 || we->shape[1] != te->h || we->shape[0] < 1 ||
+        we->shape[0] > (1 << 24)) {
+        set_err(err, errlen, "textenc: %s: no embeddings.word_embeddings.weight of width %d",
+                path, te->h);
+        return -1;
+    }
+    snprintf(name, sizeof name, "%sembeddings.token_type_embeddings.weight", L.prefix);
+    const mf_tensor *tt = mf_safetensors_find(f, name);
+    if (!tt || tt->n_dims != 2 || tt->shape[1] != te->h || tt->shape[0] < 1) {
+        set_err(err, errlen, "textenc: %s: no token_type_embeddings of width %d", path, te->h);
+        return -1;
+    }
+    int64_t h = te->h, in = te->inter;
+    te->vocab = (int32_t)we->shape[0];
+    te->word = load(&L, "embeddings.word_embeddings.weight", te->vocab * h);
+    te->pos = load(&L, "embeddings.position_embeddings.weight", te->max_pos * h);
+    te->type0 = load(&L, "embeddings.token_type_embeddings.weight", tt->shape[0] * h);
+    te->eln_g = load(&L, "embeddings.LayerNorm.weight", h);
+    te->eln_b = load(&L, "embeddings.LayerNorm.bias", h);
+    te->layers = calloc((size_t)te->n_layers, sizeof *te->layers);
+    if (!te->layers) L.failed = 1;
+    for (int i = 0; i < te->n_layers && !L.failed; i++) {
+        te_layer *ly = &te->layers[i];
+        const float *w[3] = {load_layer(&L, i, "attention.self.query.weight", h * h),
+                             load_layer(&L, i, "attention.self.key.weight", h * h),
+                             load_layer(&L, i, "attention.self.value.weight", h * h)};
+        const float *b[3] = {load_layer(&L, i, "attention.self.query.bias", h),
+                             load_layer(&L, i, "attention.self.key.bias", h),
+                             load_layer(&L, i, "attention.self.value.bias", h)};
+        ly->qkv_w = stack(&L, w, 3, h * h);
+        ly->qkv_b = stack(&L, b, 3, h);
+        ly->ao_w = load_layer(&L, i, "attention.output.dense.weight", h * h);
+        ly->ao_b = load_layer(&L, i, "attention.output.dense.bias", h);
+        ly->ln1_g = load_layer(&L, i, "attention.output.LayerNorm.weight", h);
+        ly->ln1_b = load_layer(&L, i, "attention.output.LayerNorm.bias", h);
+        ly->in_w = load_layer(&L, i, "intermediate.dense.weight", in * h);
+        ly->in_b = load_layer(&L, i, "intermediate.dense.bias", in);
+        ly->out_w = load_layer(&L, i, "output.dense.weight", h * in);
+        ly->out_b = load_layer(&L, i, "output.dense.bias", h);
+        ly->ln2_g = load_layer(&L, i, "output.LayerNorm.weight", h);
+        ly->ln2_b = load_layer(&L, i, "output.LayerNorm.bias", h);
+    }
+    if (L.failed && err && errlen && !err[0])
+        set_err(err, errlen, "textenc: %s: out of memory", path);
+    return L.failed ? -1 : 0;
+}
+
+int textenc_create(const char *model_dir, kern_pool *pool, textenc **out, char *err,
+                   size_t errlen) {
+    *out = NULL;
+    if (err && errlen) err[0] = 0;
+    char dir[2048], path[4096];
+    if (model_dir) {
+        snprintf(dir, sizeof dir, "%s", model_dir);
+    } else {
+        const char *m = getenv("MMRAG_MODELS");
+        snprintf(dir, sizeof dir, "%s/minilm", m && *m ? m : "models");
+    }
+    textenc *te = calloc(1, sizeof *te);
+    if (!te) {
+        set_err(err, errlen, "textenc: out of memory");
+        return -1;
+    }
+    pthread_mutex_init(&te->mu, NULL);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (access(path, R_OK) != 0) {
+        set_err(err, errlen, "textenc: model file %s not found (run `make models` or point "
+                "the text encoder at a MiniLM directory)", path);
+        goto fail;
+    }
+    if (read_config(te, dir, err, errlen) != 0) goto fail;
+    if (load_weights(te, path, err, errlen) != 0) goto fail;
+    snprintf(path, sizeof path, "%s/vocab.txt", dir);
+    if (vision_wp_load(path, &te->wp, err, errlen) != 0) goto fail;
+    if (vision_wp_size(te->wp) > te->vocab) {
+        set_err(err, errlen, "textenc: %s has %d entries, the model only %d", path,
+                vision_wp_size(te->wp), te->vocab);
+        goto fail;
+    }
+    te->pool = pool;
+    if (!pool) {
+        te->pool = kern_pool_create(0);
+        te->own_pool = 1;
+        if (!te->pool) {
+            set_err(err, errlen, "textenc: cannot create the thread pool");
+            goto fail;
+        }
+    }
+    *out = te;
+    return 0;
+fail:
+    textenc_free(te);
+    return -1;
+}
+
+void textenc_free(textenc *te) {
+    if (!te) return;
+    for (int i = 0; i < te->n_owned; i++) free(te->owned[i]);
+    free(te->owned);
+    free(te->layers);
+    mf_safetensors_close(te->file);
+    vision_wp_free(te->wp);
+    if (te->own_pool) kern_pool_free(te->pool);
+    pthread_mutex_destroy(&te->mu);
+    free(te);
+}
+
+int32_t textenc_dim(const textenc *te) { return te ? te->h : 0; }
+const char *textenc_model_id(const textenc *te) { return "all-MiniLM-L6-v2"; }
+
+int32_t textenc_tokenize(const textenc *te, const char *text, int32_t *ids, int32_t max) {
+    int32_t tmp[TEXTENC_MAX_TOKENS];
+    int32_t limit = TEXTENC_MAX_TOKENS < te->max_pos ? TEXTENC_MAX_TOKENS : te->max_pos;
+    int32_t n = vision_wp_tokenize(te->wp, text, tmp, limit);
+    int32_t w = n < max ? n : (max > 0 ? max : 0);
+    if (ids && w > 0) memcpy(ids, tmp, (size_t)w * sizeof *ids);
+    return n <= max ? n : -n;
+}
+
+/* ---- forward pass ------------------------------------------------------------------ */
+
+typedef struct {
+    const textenc *te;
+    int32_t n_texts;
+    const int32_t *ids;     /* all tokens, texts end to end */
+    const int32_t *start;   /* per text: first token; start[n_texts] = T */
+    float *x, *qkv, *ctx, *tmp, *mid;
+    float *out;             /* [n_texts][h] */
+    const te_layer *ly;
+} fwd;
+
+static void embed_rows(void *c_, int64_t b, int64_t e, int thread) {
+    fwd *c = c_;
+    const textenc *te = c->te;
+    int64_t h = te->h;
+    int32_t t = 0;
+    for (int64_t k = b; k < e; k++) {
+        while (c->start[t + 1] <= k) t++; /* the text holding token k */
+        float *x = c->x + k * h;
+        const float *w = te->word + (int64_t)c->ids[k] * h;
+        const float *p = te->pos + (k - c->start[t]) * h;
+        for (int64_t j = 0; j < h; j++) x[j] = w[j] + p[j] + te->type0[j];
+        kern_layernorm(x, x, h, te->eln_g, te->eln_b, te->eps);
+    }
+}
+
+/* x = LayerNorm(x + tmp) per token. */
+static void residual_ln(const fwd *c, int64_t b, int64_t e, const float *g, const float *bb) {
+    int64_t h = c->te->h;
+    for (int64_t k = b; k < e; k++) {
+        float *x = c->x + k * h;
+        kern_add(x, c->tmp + k * h, h);
+        kern_layernorm(x, x, h, g, bb, c->te->eps);
+    }
+}
+static void res_ln1_rows(void *c_, int64_t b, int64_t e, int thread) {
+    fwd *c = c_;
+    residual_ln(c, b, e, c->ly->ln1_g, c->ly->ln1_b);
+}
+static void res_ln2_rows(void *c_, int64_t b, int64_t e, int thread) {
+    fwd *c = c_;
+    residual_ln(c, b, e, c->ly->ln2_g, c->ly->ln2_b);
+}
+static void gelu_rows(void *c_, int64_t b, int64_t e, int thread) {
+    fwd *c = c_;
+    kern_gelu(c->mid + b * c->te->inter, (e - b) * c->te->inter);
+}
+
+static void attend_text(const fwd *c, int32_t t, kern_pool *p) {
+    int64_t h = c->te->h;
+    int32_t s = c->start[t], L = c->start[t + 1] - s;
+    const float *q = c->qkv + (int64_t)s * 3 * h;
+    kern_attention(p, q, (int)(3 * h), q + h, q + 2 * h, (int)(3 * h), c->ctx + (int64_t)s * h,
+                   (int)h, L, L, c->te->heads, c->te->heads, (int)(h / c->te->heads), 0, 0);
+}
+static void attend_texts(void *c_, int64_t b, int64_t e, int thread) {
+    for (int64_t t = b; t < e; t++) attend_text(c_, (int32_t)t, NULL);
+}
+
+/* Mean over each text's tokens, then L2 normalize. */
+static void pool_texts(void *c_, int64_t b, int64_t e, int thread) {
+    fwd *c = c_;
+    int64_t h = c->te->h;
+    for (int64_t t = b; t < e; t++) {
+        float *o = c->out + t * h;
+        int32_t s = c->start[t], L = c->start[t + 1] - s;
+        memset(o, 0, (size_t)h * sizeof *o);
+        for (int32_t k = 0; k < L; k++) kern_add(o, c->x + (int64_t)(s + k) * h, h);
+        double norm = 0;
+        for (int64_t j = 0; j < h; j++) norm += (double)o[j] * o[j];
+        norm = sqrt(norm); /* the 1/L of the mean cancels in the normalization */
+        float inv = (float)(1.0 / (norm > 1e-12 ? norm : 1e-12));
+        for (int64_t j = 0; j < h; j++) o[j] *= inv;
+    }
+}
+
+static void forward(textenc *te, fwd *c) {
+    kern_pool *p = te->pool;
+    int64_t T = c->start[c->n_texts], h = te->h;
+    kern_pool_run(p, T, 16, embed_rows, c);
+    /* many texts: one text per task; few (long) texts: the pool splits each text's heads */
+    int per_text = c->n_texts >= 2 * kern_pool_size(p);
+    for (int i = 0; i < te->n_layers; i++) {
+        const te_layer *ly = &te->layers[i];
+        c->ly = ly;
+        kern_linear(p, c->x, T, h, ly->qkv_w, KERN_F32, ly->qkv_b, 3 * h, c->qkv);
+        if (per_text) kern_pool_run(p, c->n_texts, 1, attend_texts, c);
+        else for (int32_t t = 0; t < c->n_texts; t++) attend_text(c, t, p);
+        kern_linear(p, c->ctx, T, h, ly->ao_w, KERN_F32, ly->ao_b, h, c->tmp);
+        kern_pool_run(p, T, 16, res_ln1_rows, c);
+        kern_linear(p, c->x, T, h, ly->in_w, KERN_F32, ly->in_b, te->inter, c->mid);
+        kern_pool_run(p, T, 8, gelu_rows, c);
+        kern_linear(p, c->mid, T, te->inter, ly->out_w, KERN_F32, ly->out_b, h, c->tmp);
+        kern_pool_run(p, T, 16, res_ln2_rows, c);
+    }
+    kern_pool_run(p, c->n_texts, 1, pool_texts, c);
+}
+
+typedef struct {
+    const textenc *te;
+    const char *const *texts;
+    int32_t *ids;   /* [group][TEXTENC_MAX_TOKENS] */
+    int32_t *lens;
+} tok_ctx;
+
+static void tokenize_texts(void *c_, int64_t b, int64_t e, int thread) {
+    tok_ctx *c = c_;
+    for (int64_t i = b; i < e; i++)
+        c->lens[i] = textenc_tokenize(c->te, c->texts[i], c->ids + i * TEXTENC_MAX_TOKENS,
+                                      TEXTENC_MAX_TOKENS);
+}
+
+int textenc_embed(textenc *te, const char *const *texts, int32_t n, float *out, char *err,
+                  size_t errlen) {
+    if (!te || n < 0 || (n > 0 && (!texts || !out))) {
+        set_err(err, errlen, "textenc: bad arguments to textenc_embed");
+        return -1;
+    }
+    if (n == 0) return 0;
+    int64_t h = te->h, B = TE_TOKEN_BUDGET;
+    int32_t *tok = malloc((size_t)TE_TOKENIZE_GROUP * TEXTENC_MAX_TOKENS * sizeof *tok);
+    int32_t *lens = malloc(TE_TOKENIZE_GROUP * sizeof *lens);
+    int32_t *ids = malloc((size_t)B * sizeof *ids);
+    int32_t *start = malloc((TE_TOKENIZE_GROUP + 1) * sizeof *start);
+    float *x = malloc((size_t)(B * h) * sizeof *x), *qkv = malloc((size_t)(B * 3 * h) * sizeof *x);
+    float *ctx = malloc((size_t)(B * h) * sizeof *x), *tmp = malloc((size_t)(B * h) * sizeof *x);
+    float *mid = malloc((size_t)(B * te->inter) * sizeof *x);
+    int rc = 0;
+    if (!tok || !lens || !ids || !start || !x || !qkv || !ctx || !tmp || !mid) {
+        set_err(err, errlen, "textenc: out of memory");
+        rc = -1;
+        goto done;
+    }
+    pthread_mutex_lock(&te->mu);
+    for (int32_t g0 = 0; g0 < n; g0 += TE_TOKENIZE_GROUP) {
+        int32_t gn = n - g0 < TE_TOKENIZE_GROUP ? n - g0 : TE_TOKENIZE_GROUP;
+        tok_ctx tc = {te, texts + g0, tok, lens};
+        kern_pool_run(te->pool, gn, 4, tokenize_texts, &tc);
+        /* forward passes over runs of whole texts within the token budget */
+        for (int32_t a = 0; a < gn;) {
+            int32_t m = 0, T = 0;
+            start[0] = 0;
+            while (a + m < gn && T + lens[a + m] <= B) {
+                memcpy(ids + T, tok + (int64_t)(a + m) * TEXTENC_MAX_TOKENS,
+                       (size_t)lens[a + m] * sizeof *ids);
+                T += lens[a + m];
+                start[++m] = T;
+            }
+            fwd c = {te, m, ids, start, x, qkv, ctx, tmp, mid, out + (int64_t)(g0 + a) * h, NULL};
+            forward(te, &c);
+            a += m;
+        }
+    }
+    pthread_mutex_unlock(&te->mu);
+done:
+    free(tok); free(lens); free(ids); free(start);
+    free(x); free(qkv); free(ctx); free(tmp); free(mid);
+    return rc;
+}

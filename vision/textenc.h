@@ -1,0 +1,60 @@
+/* Text encoder for chunk text: all-MiniLM-L6-v2 (BERT, 6 layers, 384-d), real weights.
+ *
+ *   kern_pool *pool = kern_pool_create(0);
+ *   textenc *te;
+ *   char err[512];
+ *   if (textenc_create(NULL, pool, &te, err, sizeof err) != 0) { puts(err); ... }
+ *   const char *texts[2] = {"first chunk", "second chunk"};
+ *   float vec[2 * 384];                       // textenc_dim(te) floats per text
+ *   textenc_embed(te, texts, 2, vec, err, sizeof err);
+ *   textenc_free(te);
+ *   kern_pool_free(pool);
+ *
+ * Model directory: model.safetensors (F32/F16/BF16 weights, HF BertModel names with or
+ * without a "bert." prefix), vocab.txt (one WordPiece per line, id = line number),
+ * config.json (read for hidden size, heads, layers, eps; MiniLM defaults otherwise).
+ * Tokenizer: BERT uncased (clean text, split CJK ideographs, lowercase, strip accents
+ * by NFD + dropping Mn marks, split on punctuation, greedy longest-match WordPiece with
+ * "##"), [CLS] ... [SEP], at most 256 tokens (longer text is truncated).
+ * Unicode properties cover all planes (vision/wordpiece_tables.h, generated from Python's
+ * unicodedata 14.0). Invalid UTF-8 bytes are dropped like U+FFFD.
+ * Output: mean of the last hidden states over all tokens, L2-normalized.
+ *
+ * Threads: a textenc is read-only after textenc_create; textenc_embed and
+ * textenc_tokenize may be called from any number of threads at once (embed calls that
+ * share the handle take turns on its pool; each uses all of the pool's threads and
+ * OpenBLAS's). Status: 0 on success, -1 with a message in err (prefix "textenc:"). */
+#ifndef MMRAG_VISION_TEXTENC_H
+#define MMRAG_VISION_TEXTENC_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+#define TEXTENC_MAX_TOKENS 256
+
+typedef struct textenc textenc;
+
+/* Load the model. model_dir NULL: $MMRAG_MODELS/minilm, else models/minilm.
+ * pool: borrowed (must outlive te); NULL: te creates and owns a pool sized to the
+ * machine. A missing or invalid file gives -1 and a message naming its path.
+ * On success *out is set; caller frees with textenc_free(). Returns 0 or -1. */
+int textenc_create(const char *model_dir, kern_pool *pool, textenc **out, char *err,
+                   size_t errlen);
+void textenc_free(textenc *te); /* NULL is a no-op */
+
+int32_t textenc_dim(const textenc *te);            /* 384 */
+const char *textenc_model_id(const textenc *te);   /* "all-MiniLM-L6-v2"; static text */
+
+/* Token ids of `text` (UTF-8; NULL = ""), with [CLS] and [SEP], truncated to
+ * TEXTENC_MAX_TOKENS. Returns the count n; when n > max, writes the first max ids and
+ * returns -n (so a first call with max = 0 sizes the buffer). */
+int32_t textenc_tokenize(const textenc *te, const char *text, int32_t *ids, int32_t max);
+
+/* Embed n texts into out[n][textenc_dim(te)] (L2-normalized rows). Texts are processed
+ * at their own length (no padding) in token-budgeted batches; linear layers run over all
+ * tokens of a batch at once. NULL texts count as "". Returns 0 or -1 (allocation failure,
+ * bad arguments). */
+int textenc_embed(textenc *te, const char *const *texts, int32_t n, float *out, char *err,
+                  size_t errlen);
+#endif
