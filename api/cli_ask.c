@@ -1,24 +1,33 @@
 /* api/cli_ask.c — `mmrag ask "question"`: fused retrieval, evidence numbered in rank order
  * within the context budget, the answer streamed from the local GGUF model, then the
- * citations [n] -> document, page, box. */
+ * citations [n] -> document, page, box; --show draws the cited boxes on their pages. */
 #include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
+#include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include "api/cli.h"
 #include "api/embed.h"
+#include "api/render.h"
 #include "engine/engine.h"
 #include "retrieval/retrieval.h"
 
 static const char usage[] =
-    "usage: mmrag ask \"question\" [-k N] [--json] [--model GGUF] [--max-tokens N] [--ctx N]\n"
-    "                 [--kv f32|f16|int4|int4ch] [--temp T] [--seed S] [--threads N]\n"
+    "usage: mmrag ask \"question\" [-k N] [--json] [--show FILE.png|DIR] [--model GGUF]\n"
+    "                 [--max-tokens N] [--ctx N] [--kv f32|f16|int4|int4ch] [--temp T]\n"
+    "                 [--seed S] [--threads N]\n"
     "  Retrieves evidence (text vectors + image vectors + BM25), numbers it [1], [2], ... in\n"
     "  rank order as long as it fits the context budget, streams the model's answer, then\n"
     "  prints each cited [n] with its document, page and normalized box [x0,y0,x1,y1].\n"
     "  -k N            evidence candidates to retrieve (default 6)\n"
     "  --json          one JSON object: answer, stop_reason, citations, evidence, timings\n"
+    "  --show FILE.png the first cited page as a PNG with its cited boxes drawn and labelled\n"
+    "  --show DIR      one PNG per cited page, DIR/doc<ID>-p<PAGE>.png (DIR is created);\n"
+    "                  the written paths are printed (in --json: \"shown\")\n"
     "  --model GGUF    language model (default $MMRAG_MODELS/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  --max-tokens N  answer length limit (default 200)\n"
     "  --ctx N         context window in tokens (default 2048)\n"
@@ -115,6 +124,98 @@ static json_t *hit_json(const retr_hit *h, int n) {
                      (json_int_t)h->image_id);
 }
 
+/* ---- --show ---------------------------------------------------------------------------- */
+#define ASK_SHOW_WIDTH 1000
+
+/* A path ending in .png (and not an existing folder) is one file, whose folder must exist;
+ * anything else is a folder, created when missing. Checked before the model runs so that a
+ * typo costs nothing. Returns 0 (and *is_dir) or -1 with the error printed. */
+static int show_prepare(const char *path, int *is_dir) {
+    struct stat st;
+    size_t l = strlen(path);
+    int exists_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    if (!l) { cli_err("ask: --show needs a file name or a folder"); return -1; }
+    if (l >= 4 && !strcasecmp(path + l - 4, ".png") && !exists_dir) {
+        char parent[4096];
+        snprintf(parent, sizeof parent, "%s", path);
+        const char *dir = dirname(parent);
+        if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+            cli_err("ask: --show %s: folder %s does not exist", path, dir);
+            return -1;
+        }
+        *is_dir = 0;
+        return 0;
+    }
+    if (!exists_dir && mkdir(path, 0777)) {
+        cli_err("ask: --show %s: cannot create the folder: %s", path, strerror(errno));
+        return -1;
+    }
+    *is_dir = 1;
+    return 0;
+}
+
+static float clamp01(float v) { return v > 0 ? (v < 1 ? v : 1) : 0; }
+
+/* Renders each cited (document, page) once, with all the boxes cited on it labelled [n],
+ * in citation order; a file target gets the first page only. Appends {path, doc_id, page,
+ * citations} to shown. Returns the number of pages that failed (messages printed). */
+static int show_citations(store *s, const retr_result *res, const int *cited, int n_ev,
+                          const char *target, int is_dir, json_t *shown) {
+    int done[128] = {0}, failed = 0, written = 0, skipped = 0;
+    for (int i = 0; i < n_ev && i < 127; i++) {
+        if (!cited[i + 1] || done[i]) continue;
+        const retr_hit *h = &res->hits[i];
+        if (written && !is_dir) {
+            for (int j = i; j < n_ev && j < 127; j++)
+                if (res->hits[j].doc == h->doc && res->hits[j].page == h->page) done[j] = 1;
+            skipped++;
+            continue;
+        }
+        float boxes[4 * 128];
+        char labels_buf[128][16];
+        const char *labels[128];
+        json_t *nums = json_array();
+        int nb = 0;
+        for (int j = i; j < n_ev && j < 127; j++) {
+            const retr_hit *o = &res->hits[j];
+            if (!cited[j + 1] || done[j] || o->doc != h->doc || o->page != h->page) continue;
+            done[j] = 1;
+            float *b = boxes + 4 * nb;
+            b[0] = clamp01(o->box.x0); b[1] = clamp01(o->box.y0);
+            b[2] = clamp01(o->box.x1); b[3] = clamp01(o->box.y1);
+            if (b[2] < b[0] || b[3] < b[1]) b[2] = b[0], b[3] = b[1];   /* draws nothing */
+            snprintf(labels_buf[nb], sizeof labels_buf[nb], "[%d]", j + 1);
+            labels[nb] = labels_buf[nb];
+            json_array_append_new(nums, json_integer(j + 1));
+            nb++;
+        }
+        char out[4200], err[600];
+        if (is_dir) snprintf(out, sizeof out, "%s/doc%lld-p%d.png", target, (long long)h->doc, h->page);
+        else snprintf(out, sizeof out, "%s", target);
+        store_doc_row d = {0};
+        int rc = store_doc_get_id(s, h->doc, &d);
+        if (rc != STORE_OK || !d.path) {
+            cli_err("ask: --show: document %lld is gone from the collection", (long long)h->doc);
+            failed++;
+        } else if (render_page_png_file(d.path, h->page, boxes, nb, labels, ASK_SHOW_WIDTH, out,
+                                        err, sizeof err)) {
+            cli_err("ask: --show: %s, page %d: %s", d.path, h->page, err);
+            failed++;
+        } else {
+            json_array_append_new(shown, json_pack("{s:o,s:I,s:i,s:O}", "path", cli_json_str(out), "doc_id",
+                                                   (json_int_t)h->doc, "page", h->page,
+                                                   "citations", nums));
+            written++;
+        }
+        json_decref(nums);
+        store_doc_row_clear(&d);
+    }
+    if (skipped)
+        cli_err("ask: --show %s holds the first cited page; %d more cited page(s): give a folder "
+                "to --show for all", target, skipped);
+    return failed;
+}
+
 int cli_ask(int argc, char **argv) {
     static const struct option opts[] = {
         {"db", required_argument, 0, 'd'},     {"json", no_argument, 0, 'J'},
@@ -122,9 +223,10 @@ int cli_ask(int argc, char **argv) {
         {"max-tokens", required_argument, 0, 'n'}, {"ctx", required_argument, 0, 'c'},
         {"kv", required_argument, 0, 'v'},     {"temp", required_argument, 0, 't'},
         {"seed", required_argument, 0, 's'},   {"threads", required_argument, 0, 'T'},
+        {"show", required_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
-    const char *db = NULL, *models = NULL, *model = NULL;
-    int json = 0, k = 6, max_tokens = 200, ctx = 2048, kv = MMRAG_KV_F32, threads = 0, o;
+    const char *db = NULL, *models = NULL, *model = NULL, *show = NULL;
+    int show_dir = 0, json = 0, k = 6, max_tokens = 200, ctx = 2048, kv = MMRAG_KV_F32, threads = 0, o;
     double temp = 0;
     unsigned long long seed = 0;
     optind = 0;
@@ -133,6 +235,7 @@ int cli_ask(int argc, char **argv) {
         case 'd': db = optarg; break;
         case 'J': json = 1; break;
         case 'm': model = optarg; break;
+        case 'S': show = optarg; break;
         case 'M': models = optarg; break;
         case 'k': if (cli_parse_int("-k", optarg, 1, 100, &k)) return CLI_USAGE; break;
         case 'n': if (cli_parse_int("--max-tokens", optarg, 1, 8192, &max_tokens)) return CLI_USAGE; break;
@@ -153,12 +256,24 @@ int cli_ask(int argc, char **argv) {
     }
     if (optind + 1 != argc) return cli_usage_error(usage, "ask: one question expected");
     const char *q = argv[optind];
+    if (!q[strspn(q, " \t\r\n")]) {
+        cli_err("ask: empty question (give the question as one argument)");
+        return CLI_USAGE;
+    }
     if (!models) models = getenv("MMRAG_MODELS") && *getenv("MMRAG_MODELS") ? getenv("MMRAG_MODELS") : "models";
     char mpath[1024];
     if (!model) {
         snprintf(mpath, sizeof mpath, "%s/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", models);
         model = mpath;
     }
+    /* cheap checks first: retrieval may embed chunks and the model takes seconds to load */
+    FILE *mf = fopen(model, "rb");
+    if (!mf) {
+        cli_err("ask: cannot read the model %s: %s", model, strerror(errno));
+        return CLI_FAIL;
+    }
+    fclose(mf);
+    if (show && show_prepare(show, &show_dir)) return CLI_USAGE;
     store *s = cli_store_open(db, 0);
     if (!s) return CLI_DBERR;
     embed_ctx *emb = NULL;
@@ -235,6 +350,16 @@ int cli_ask(int argc, char **argv) {
         cited[best] = 1; /* small models often skip [n]: cite the evidence the answer quotes */
         attributed = 1;
     }
+    json_t *shown = json_array();
+    int show_failed = 0;
+    if (!json) {
+        printf("\n\n");
+        fflush(stdout);   /* --show messages on stderr come after the answer */
+    }
+    if (show) {
+        if (has_cite(cited, n_ev)) show_failed = show_citations(s, &res, cited, n_ev, show, show_dir, shown);
+        else cli_err("ask: --show: the answer cites no evidence; no PNG written");
+    }
     if (json) {
         json_t *c = json_array(), *evj = json_array();
         for (int i = 0; i < n_ev; i++) {
@@ -247,9 +372,9 @@ int cli_ask(int argc, char **argv) {
                                 "citations_attributed", attributed, "evidence", evj,
                                 "timings", "ttft_ms", gr.ttft_ms, "decode_ms", gr.decode_ms,
                                 "prompt_tokens", gr.n_prompt, "completion_tokens", gr.n_gen);
+        if (out && show) json_object_set(out, "shown", shown);
         cli_json_print(out);
     } else {
-        printf("\n\n");
         int any = 0;
         for (int i = 0; i < n_ev; i++) {
             if (!cited[i + 1]) continue;
@@ -267,10 +392,20 @@ int cli_ask(int argc, char **argv) {
                        (long long)res.hits[i].doc, res.hits[i].page);
         }
         if (!n_ev) printf("(no evidence found in the collection)\n");
+        for (size_t i = 0; i < json_array_size(shown); i++) {
+            json_t *o = json_array_get(shown, i), *nums = json_object_get(o, "citations");
+            printf("shown: %s  (page %d with box", json_string_value(json_object_get(o, "path")),
+                   (int)json_integer_value(json_object_get(o, "page")));
+            for (size_t k = 0; k < json_array_size(nums); k++)
+                printf(" [%d]", (int)json_integer_value(json_array_get(nums, k)));
+            printf(")\n");
+        }
+        fflush(stdout);
         fprintf(stderr, "mmrag: %d evidence, %d prompt tokens, TTFT %.0f ms, %d tokens (%s)\n", n_ev,
                 gr.n_prompt, gr.ttft_ms, gr.n_gen, mmrag_stop_reason_str(gr.stop_reason));
     }
-    rc = CLI_OK;
+    json_decref(shown);
+    rc = show_failed ? CLI_FAIL : CLI_OK;
 out:
     mmrag_gen_result_free(&gr);
     free(prompt);

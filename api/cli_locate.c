@@ -4,12 +4,16 @@
  * corpus ground truth (tests/tool_gencorpus). */
 #include <getopt.h>
 #include <ctype.h>
+#include <errno.h>
+#include <libgen.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include "api/cli.h"
 #include "api/locate.h"
+#include "api/render.h"
 #include "engine/vpe.h"
 #include "vision/clip.h"
 #include "vision/textenc.h"
@@ -60,8 +64,42 @@ static int parse_threshold(const char *s, float *out) {
 
 /* ---------- mmrag locate ---------- */
 
+/* --show target: an existing folder, or a file whose folder exists (checked up front). */
+static int show_check(const char *path, int *is_dir) {
+    struct stat st;
+    if (!*path) { cli_err("locate: --show needs a file name"); return -1; }
+    *is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+    if (*is_dir) return 0;
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", path);
+    const char *dir = dirname(parent);
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+        cli_err("locate: --show %s: folder %s does not exist", path, dir);
+        return -1;
+    }
+    return 0;
+}
+
+/* Writes the located page with its box; returns 0 or -1 (message printed). */
+static int show_write(const store_doc_row *d, const vpe_result *r, const char *target,
+                      int is_dir, char *out, size_t outlen) {
+    if (is_dir) snprintf(out, outlen, "%s/locate-doc%lld-p%d.png", target, (long long)d->id, r->page);
+    else snprintf(out, outlen, "%s", target);
+    float b[4];
+    for (int i = 0; i < 4; i++) b[i] = r->box[i] > 0 ? (r->box[i] < 1 ? r->box[i] : 1) : 0;
+    const char *label = r->found ? "found" : "best guess";
+    char err[600];
+    if (!d->path || render_page_png_file(d->path, r->page, b, 1, &label, 1000, out, err, sizeof err)) {
+        cli_err("locate: --show: %s, page %d: %s", d->path ? d->path : "?", r->page,
+                d->path ? err : "the document has no source path");
+        return -1;
+    }
+    return 0;
+}
+
 static const char locate_usage[] =
-    "usage: mmrag locate --doc DOC [--page N] [--threshold T] [--json] \"description\"\n"
+    "usage: mmrag locate --doc DOC [--page N] [--threshold T] [--json] [--show FILE.png]\n"
+    "                    \"description\"\n"
     "  Finds the region of a page that the description points at, e.g.\n"
     "  \"the bar chart below the revenue heading\", \"the second figure on page 3\", \"Table 2\".\n"
     "  Prints page, normalized box [x0,y0,x1,y1], confidence (0..1) and region kind, or\n"
@@ -72,6 +110,8 @@ static const char locate_usage[] =
     "  --models DIR     model directory (default $MMRAG_MODELS or ./models)\n"
     "  --clip FILE      CLIP checkpoint for the image term (default $MMRAG_CLIP; none: text only)\n"
     "  --debug          per-candidate scores on stderr\n"
+    "  --show FILE.png  write the page with the region's box drawn (also for a best guess);\n"
+    "                   an existing folder gets locate-doc<ID>-p<PAGE>.png; prints the path\n"
     "  Exit status 0 whether found or not; 1 when the document is unknown.\n";
 
 int cli_locate(int argc, char **argv) {
@@ -80,9 +120,10 @@ int cli_locate(int argc, char **argv) {
         {"page", required_argument, 0, 'p'}, {"threshold", required_argument, 0, 't'},
         {"json", no_argument, 0, 'J'}, {"models", required_argument, 0, 'M'},
         {"clip", required_argument, 0, 'C'}, {"debug", no_argument, 0, 'g'},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"show", required_argument, 0, 'S'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *db = NULL, *docspec = NULL, *models = NULL, *clip_path = getenv("MMRAG_CLIP");
-    int o, json = 0, page = 0;
+    const char *show = NULL;
+    int o, json = 0, page = 0, show_dir = 0;
     vpe_options vo;
     vpe_options_default(&vo);
     optind = 0;
@@ -96,6 +137,7 @@ int cli_locate(int argc, char **argv) {
         case 'M': models = optarg; break;
         case 'C': clip_path = optarg; break;
         case 'g': vo.debug = 1; break;
+        case 'S': show = optarg; break;
         case 'h': fputs(locate_usage, stdout); return CLI_OK;
         default: fputs(locate_usage, stderr); return CLI_USAGE;
         }
@@ -104,6 +146,7 @@ int cli_locate(int argc, char **argv) {
     if (optind + 1 != argc) return cli_usage_error(locate_usage, "locate: give one description");
     const char *desc = argv[optind];
     if (!desc[strspn(desc, " \t\r\n")]) return cli_usage_error(locate_usage, "locate: empty description");
+    if (show && show_check(show, &show_dir)) return CLI_USAGE;
     vo.page = page;
     store *s = cli_store_open(db, 0);
     if (!s) return CLI_DBERR;
@@ -123,6 +166,12 @@ int cli_locate(int argc, char **argv) {
         goto out;
     }
     const vpe_result *r = &lr.r;
+    char shown[4200] = "";
+    if (show && r->index >= 0 && show_write(&d, r, show, show_dir, shown, sizeof shown)) {
+        rc = CLI_FAIL;
+        shown[0] = 0;
+    }
+    if (show && r->index < 0) cli_err("locate: --show: no candidate region; no PNG written");
     if (json) {
         json_t *j = json_pack("{s:b,s:I,s:f}", "found", r->found, "doc", (json_int_t)d.id,
                               "confidence", (double)r->confidence);
@@ -135,6 +184,7 @@ int cli_locate(int argc, char **argv) {
         }
         json_object_set_new(j, "threshold", json_real(vo.threshold));
         json_object_set_new(j, "why", cli_json_str(r->why));
+        if (shown[0]) json_object_set_new(j, "shown", cli_json_str(shown));
         cli_json_print(j);
     } else if (r->index < 0) {
         printf("not found (no candidate region%s)\n", vo.page || page ? " on that page" : "");
@@ -144,6 +194,7 @@ int cli_locate(int argc, char **argv) {
                r->box[0], r->box[1], r->box[2], r->box[3], r->confidence,
                lr.is_image ? "image" : "chunk", (long long)r->ref_id);
     }
+    if (shown[0] && !json) printf("shown: %s\n", shown);
 out:
     close_vpe(te, cm, v);
     store_doc_row_clear(&d);

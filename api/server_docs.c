@@ -1,21 +1,20 @@
-/* api/server_docs.c — uploads, the bounded ingest queue, document routes, page renders.
+/* api/server_docs.c — uploads, the bounded ingest queue, document routes, page renders
+ * (drawn by api/render.c).
  *
  * An upload streams into DIR/uploads/up-XXXXXX (never fully in memory), is checked for a
  * PDF header, then moves to DIR/files/<sha256>/<name>.pdf, which stays as the document's
  * source (page renders read it). Jobs run on a few worker threads; the store's
  * per-document transaction means an aborted or killed ingest leaves no partial document,
  * and startup removes uploads and kept files that no document refers to. */
+#include "api/render.h"
 #include "api/server_internal.h"
 #include "index/store.h"
 #include "ingest/ingest.h"
 
-#include <cairo.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <glib.h>
-#include <poppler.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -502,85 +501,14 @@ enum MHD_Result srv_handle_doc_delete(struct MHD_Connection *c, srv_req *r) {
     return srv_reply_json(c, r, 200, json_pack("{s:I,s:b}", "id", (json_int_t)id, "deleted", 1));
 }
 
-/* ---- page renders -------------------------------------------------------------------- */
-typedef struct { unsigned char *p; size_t len, cap; } membuf;
-
-static cairo_status_t png_write(void *cls, const unsigned char *data, unsigned int len) {
-    membuf *m = cls;
-    if (m->len + len > m->cap) {
-        size_t nc = m->cap ? m->cap * 2 : 65536;
-        while (nc < m->len + len) nc *= 2;
-        unsigned char *np = realloc(m->p, nc);
-        if (!np) return CAIRO_STATUS_NO_MEMORY;
-        m->p = np;
-        m->cap = nc;
-    }
-    memcpy(m->p + m->len, data, len);
-    m->len += len;
-    return CAIRO_STATUS_SUCCESS;
-}
-
-static int parse_box(const char *s, double b[4]) {
+/* ---- page renders (api/render.c) ------------------------------------------------------ */
+static int parse_box(const char *s, float b[4]) {
+    double d[4];
     char extra;
-    if (sscanf(s, "%lf,%lf,%lf,%lf%c", &b[0], &b[1], &b[2], &b[3], &extra) != 4) return -1;
-    for (int i = 0; i < 4; i++)
-        if (!(b[i] >= 0.0 && b[i] <= 1.0)) return -1;
-    return b[0] < b[2] && b[1] < b[3] ? 0 : -1;
-}
-
-/* Render page `page` of the PDF at `path` to PNG, `width` px wide, with an optional box. */
-static int render_page_png(const char *path, int page, int width, const double *box,
-                           membuf *out, char *err, size_t errlen) {
-    GError *ge = NULL;
-    char *uri = g_filename_to_uri(path, NULL, &ge);
-    if (!uri) {
-        snprintf(err, errlen, "%s: %s", path, ge ? ge->message : "bad path");
-        if (ge) g_error_free(ge);
-        return -1;
-    }
-    PopplerDocument *doc = poppler_document_new_from_file(uri, NULL, &ge);
-    g_free(uri);
-    if (!doc) {
-        snprintf(err, errlen, "cannot open the document's PDF: %s", ge ? ge->message : "?");
-        if (ge) g_error_free(ge);
-        return -1;
-    }
-    int rc = -1;
-    PopplerPage *pg = poppler_document_get_page(doc, page - 1);
-    if (!pg) { snprintf(err, errlen, "page %d not in the PDF", page); goto done; }
-    double pw, ph;
-    poppler_page_get_size(pg, &pw, &ph);
-    if (pw <= 0 || ph <= 0) { snprintf(err, errlen, "page %d has no size", page); goto done; }
-    double scale = width / pw;
-    int w = width, h = (int)(ph * scale + 0.5);
-    if (h < 1) h = 1;
-    if (h > 4000) { scale = 4000 / ph; h = 4000; w = (int)(pw * scale + 0.5); }
-    cairo_surface_t *surf = cairo_image_surface_create(CAIRO_FORMAT_RGB24, w, h);
-    cairo_t *cr = cairo_create(surf);
-    cairo_set_source_rgb(cr, 1, 1, 1);
-    cairo_paint(cr);
-    cairo_save(cr);
-    cairo_scale(cr, scale, scale);
-    poppler_page_render(pg, cr);
-    cairo_restore(cr);
-    if (box) {
-        double x = box[0] * w, y = box[1] * h, bw = (box[2] - box[0]) * w, bh = (box[3] - box[1]) * h;
-        cairo_set_source_rgba(cr, 1, 0.85, 0, 0.25);
-        cairo_rectangle(cr, x, y, bw, bh);
-        cairo_fill(cr);
-        cairo_set_source_rgb(cr, 0.9, 0.1, 0.1);
-        cairo_set_line_width(cr, 3);
-        cairo_rectangle(cr, x, y, bw, bh);
-        cairo_stroke(cr);
-    }
-    cairo_destroy(cr);
-    if (cairo_surface_write_to_png_stream(surf, png_write, out) == CAIRO_STATUS_SUCCESS) rc = 0;
-    else snprintf(err, errlen, "PNG encoding failed");
-    cairo_surface_destroy(surf);
-done:
-    if (pg) g_object_unref(pg);
-    g_object_unref(doc);
-    return rc;
+    if (sscanf(s, "%lf,%lf,%lf,%lf%c", &d[0], &d[1], &d[2], &d[3], &extra) != 4) return -1;
+    for (int i = 0; i < 4; i++) b[i] = (float)d[i];
+    /* an empty box would draw nothing: refuse it here, where the caller can fix the URL */
+    return render_box_valid(b) == 0 && b[0] < b[2] && b[1] < b[3] ? 0 : -1;
 }
 
 enum MHD_Result srv_handle_page_png(struct MHD_Connection *c, srv_req *r) {
@@ -596,7 +524,7 @@ enum MHD_Result srv_handle_page_png(struct MHD_Connection *c, srv_req *r) {
     num[pl - 4] = 0;
     int64_t page = srv_parse_id(num);
     if (!page || page > 100000) return srv_reply_error(c, r, 400, "invalid_page", "bad page number");
-    double box[4];
+    float box[4];
     const char *bs = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "box");
     if (bs && parse_box(bs, box))
         return srv_reply_error(c, r, 400, "invalid_box",
@@ -626,18 +554,17 @@ enum MHD_Result srv_handle_page_png(struct MHD_Connection *c, srv_req *r) {
         store_doc_row_clear(&d);
         return srv_reply_error(c, r, 409, "no_source", "the document's PDF is not kept on the server");
     }
-    membuf m = {0};
+    uint8_t *png = NULL;
+    size_t len = 0;
     char err[512];
     pthread_mutex_lock(&s->render_mu);
-    int rr = render_page_png(d.path, (int)page, width, bs ? box : NULL, &m, err, sizeof err);
+    int rr = render_page_png(d.path, (int)page, bs ? box : NULL, bs ? 1 : 0, NULL, width, &png,
+                             &len, err, sizeof err);
     pthread_mutex_unlock(&s->render_mu);
     store_doc_row_clear(&d);
-    if (rr) {
-        free(m.p);
-        return srv_reply_error(c, r, 409, "render_failed", "%s", err);
-    }
-    struct MHD_Response *resp = MHD_create_response_from_buffer(m.len, m.p, MHD_RESPMEM_MUST_FREE);
-    if (!resp) { free(m.p); return MHD_NO; }
+    if (rr) return srv_reply_error(c, r, 409, "render_failed", "%s", err);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, png, MHD_RESPMEM_MUST_FREE);
+    if (!resp) { free(png); return MHD_NO; }
     MHD_add_response_header(resp, "Content-Type", "image/png");
     return srv_reply_response(c, r, 200, resp);
 }

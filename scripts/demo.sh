@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make demo`: generate the sample PDFs, index them into a fresh collection and show what
-# mmrag found (documents, one document's chunks with boxes, a keyword search).
+# mmrag found (documents, one document's chunks with boxes, a search, a located region),
+# then ask a question: the streamed answer, its citations, and the cited page as a PNG.
 # Usage: scripts/demo.sh BUILD MODELS
 set -euo pipefail
 build=${1:-build}; models=${2:-models}
@@ -33,5 +34,22 @@ printf '%s\n' "$shown" | head -n 24
 step "mmrag search \"revenue by quarter\" -k 3"
 "$mmrag" search "revenue by quarter" -k 3 --db "$db"
 
+nw=$("$mmrag" ls --db "$db" | awk '/northwind/ {print $1; exit}')
+if [ -n "$nw" ]; then
+  step "mmrag locate --doc $nw \"the revenue chart\" --show $demo/locate.png"
+  "$mmrag" locate --doc "$nw" "the revenue chart" --db "$db" --show "$demo/locate.png" ||
+    echo "(locate needs the text model: make models)"
+fi
+
+# the 135M default model answers this one from the evidence; it garbles harder questions
+q="What dividend per share did the Northwind board approve?"
+model=$models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+step "mmrag ask \"$q\" -k 3 --show $demo/answer.png"
+if [ -f "$model" ]; then
+  "$mmrag" ask "$q" -k 3 --db "$db" --max-tokens 60 --show "$demo/answer.png"
+else
+  echo "(no language model at $model: run make models)"
+fi
+
 echo
-echo "demo: collection in $db (try: $mmrag search \"your words\" --db $db)"
+echo "demo: collection in $db (try: $mmrag ask \"your question\" --db $db)"

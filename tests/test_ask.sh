@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# End-to-end `mmrag ask` through the CLI on the generated sample PDFs: a streamed answer
+# with a citation that points at a real chunk (page and box) of the right document; --json
+# fields; --show writing valid PNGs whose box border has the highlight colour (decoded
+# here with python3's zlib, colour from api/render.h); `locate --show`; bad input gives a
+# one-line error and a non-zero exit. The answer's wording is the model's: only its shape
+# and its citations are checked.
+set -u
+build=${MMRAG_BUILD:-build}
+models=${MMRAG_MODELS:-models}
+tmp=${MMRAG_TMP:-/tmp}/ask-cli.$$
+m="$build/mmrag"
+export MMRAG_MODELS=$models
+export MMRAG_DB="$tmp/db"
+pass=0; fail=0
+ok() { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+finish() { rm -rf "$tmp"; echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
+mkdir -p "$tmp"
+model=$models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+[ -f "$model" ] || { bad "no model at $model (make models)"; finish; }
+if ! "$build/tests/tool_gencorpus" samples "$tmp/pdf" >/dev/null 2>&1 ||
+   ! "$m" index "$tmp/pdf" >/dev/null 2>&1; then
+  bad "generate and index the samples"; finish
+fi
+doc=$("$m" ls 2>/dev/null | awk '/northwind/ {print $1; exit}')
+"$m" show "$doc" --json >"$tmp/doc.json" 2>/dev/null || bad "show $doc --json"
+q="What dividend per share did the Northwind board approve?"
+
+# 1. text mode: answer, then "[n] -> title (doc D), page P, box [...]" lines, then "shown:"
+"$m" ask "$q" -k 3 --max-tokens 40 --show "$tmp/pages" >"$tmp/out.txt" 2>"$tmp/err.txt"
+rc=$?
+[ "$rc" -eq 0 ] && ok "ask exits 0" || bad "ask exit $rc: $(head -c 300 "$tmp/err.txt")"
+answer=$(sed -n '1,/^$/p' "$tmp/out.txt" | tr -d '[:space:]')
+[ -n "$answer" ] && ok "non-empty answer" || bad "empty answer: $(cat "$tmp/out.txt")"
+# every citation line must name a chunk of the document with the same page and box
+if python3 - "$tmp/out.txt" "$tmp/doc.json" "$doc" <<'EOF'
+import json, re, sys
+out, doc = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
+want = int(sys.argv[3])
+cites = re.findall(r"^\[(\d+)\] -> .* \(doc (\d+)\), page (\d+), box \[([-0-9., ]+)\]", out, re.M)
+assert cites, "no citation lines"
+good = 0
+for _, d, p, box in cites:
+    b = [float(x) for x in box.split(",")]
+    if int(d) == want and any(c["page"] == int(p) and
+                              all(abs(u - v) < 0.0015 for u, v in zip(c["box"], b))
+                              for c in doc["chunks"]):
+        good += 1
+assert good >= 1, "no citation matches a chunk of doc %d: %s" % (want, cites)
+EOF
+then ok "text citation = page and box of a chunk of the Northwind report"
+else bad "text citations: $(grep -- '->' "$tmp/out.txt" | head -3)"; fi
+shown=$(sed -n 's/^shown: \(.*\.png\)  (page.*/\1/p' "$tmp/out.txt" | head -n1)
+[ -n "$shown" ] && [ -f "$shown" ] && [[ "$shown" == "$tmp/pages/doc"*-p*.png ]] &&
+  ok "--show DIR wrote $shown" || bad "--show DIR: '$shown' $(ls "$tmp/pages" 2>&1)"
+
+# 2. --json: answer, citations, stop_reason, timings; --show FILE.png named in "shown"
+"$m" ask "$q" -k 3 --max-tokens 40 --json --show "$tmp/answer.png" >"$tmp/out.json" 2>"$tmp/err.txt"
+rc=$?
+if [ "$rc" -eq 0 ] && python3 - "$tmp/out.json" "$tmp/doc.json" "$doc" "$tmp/answer.png" <<'EOF'
+import json, sys
+j, doc = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+want, png = int(sys.argv[3]), sys.argv[4]
+assert isinstance(j["answer"], str) and j["answer"].strip(), "empty answer"
+assert j["stop_reason"] in ("end_turn", "max_tokens", "stop_sequence"), j["stop_reason"]
+t = j["timings"]
+assert t["ttft_ms"] > 0 and t["prompt_tokens"] > 0 and t["completion_tokens"] > 0, t
+assert j["citations"], "no citations"
+chunks = {c["id"]: c for c in doc["chunks"]}
+ok = [c for c in j["citations"] if c["doc_id"] == want and c["chunk_id"] in chunks
+      and chunks[c["chunk_id"]]["page"] == c["page"]
+      and all(abs(u - v) < 1e-4 for u, v in zip(chunks[c["chunk_id"]]["box"], c["box"]))]
+assert ok, "no citation is a chunk of doc %d: %s" % (want, j["citations"])
+assert [s["path"] for s in j["shown"]] == [png], j["shown"]
+EOF
+then ok "--json: answer, citations (chunk of the right doc), stop_reason, timings, shown"
+else bad "--json (exit $rc): $(head -c 400 "$tmp/out.json") $(head -c 200 "$tmp/err.txt")"; fi
+
+# 3. the PNG: signature, IHDR size 1000 px wide with the page's aspect, the box border
+#    pixel in the highlight colour and the page corner white
+png_check() {   # PNG BOX(x0,y0,x1,y1)
+  python3 - "$1" "$2" <<'EOF'
+import struct, sys, zlib
+data, box = open(sys.argv[1], "rb").read(), [float(v) for v in sys.argv[2].split(",")]
+assert data[:8] == b"\x89PNG\r\n\x1a\n", "bad signature"
+assert len(data) > 10000, "suspiciously small: %d bytes" % len(data)
+pos, idat, ihdr = 8, b"", None
+while pos < len(data):
+    n, typ = struct.unpack(">I4s", data[pos:pos + 8])
+    body = data[pos + 8:pos + 8 + n]
+    assert zlib.crc32(typ + body) == struct.unpack(">I", data[pos + 8 + n:pos + 12 + n])[0], "crc"
+    if typ == b"IHDR": ihdr = struct.unpack(">IIBBBBB", body)
+    if typ == b"IDAT": idat += body
+    pos += 12 + n
+w, h, depth, ctype, _, _, inter = ihdr
+assert w == 1000 and abs(h - round(1000 * 792 / 612)) <= 1, (w, h)   # US letter samples
+assert depth == 8 and ctype in (2, 6) and inter == 0, ihdr
+bpp = 3 if ctype == 2 else 4
+raw, stride = zlib.decompress(idat), w * bpp
+x, y = int(box[0] * w), int((box[1] + box[3]) / 2 * h)
+rows, prev = [], bytearray(stride)
+for r in range(y + 1):                      # unfilter only the rows needed
+    f, line = raw[r * (stride + 1)], bytearray(raw[r * (stride + 1) + 1:(r + 1) * (stride + 1)])
+    for i in range(stride):
+        a = line[i - bpp] if i >= bpp else 0
+        b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+        if f == 1: line[i] = (line[i] + a) & 255
+        elif f == 2: line[i] = (line[i] + b) & 255
+        elif f == 3: line[i] = (line[i] + (a + b) // 2) & 255
+        elif f == 4:
+            p = a + b - c
+            pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+            line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+    rows.append(line)
+    prev = line
+px = lambda xx, yy: tuple(rows[yy][xx * bpp:xx * bpp + 3])
+assert px(2, 2) == (255, 255, 255), "corner not white: %s" % (px(2, 2),)
+edge = px(x, y)
+assert all(abs(u - v) <= 3 for u, v in zip(edge, (230, 26, 26))), "border pixel %s at %d,%d" % (edge, x, y)
+EOF
+}
+cbox=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["citations"][0]["box"]; print(",".join(map(str,c)))' "$tmp/out.json" 2>/dev/null)
+if [ -f "$tmp/answer.png" ] && err=$(png_check "$tmp/answer.png" "$cbox" 2>&1); then
+  ok "--show FILE.png: valid PNG, border of the cited box in the highlight colour"
+else bad "--show PNG: ${err:-missing} (box $cbox)"; fi
+
+# 4. locate --show (needs the text model, like locate itself)
+if [ -f "$models/minilm/model.safetensors" ]; then
+  "$m" locate --doc "$doc" "the revenue chart" --show "$tmp/loc.png" >"$tmp/loc.txt" 2>&1
+  lbox=$(sed -n 's/^found page 1 .*\[\([0-9.,]*\)\].*/\1/p' "$tmp/loc.txt")
+  if grep -q "^shown: $tmp/loc.png" "$tmp/loc.txt" && [ -n "$lbox" ] &&
+     err=$(png_check "$tmp/loc.png" "$lbox" 2>&1); then
+    ok "locate --show: the located box drawn on page 1"
+  else bad "locate --show: $(cat "$tmp/loc.txt") ${err:-}"; fi
+fi
+
+# 5. bad input: a one-line "mmrag: ..." error and the exit status the CLI documents
+one_line_err() {   # NAME WANT_RC WANT_TEXT CMD...
+  local name=$1 want=$2 text=$3; shift 3
+  "$@" >"$tmp/bo.txt" 2>"$tmp/be.txt"
+  local rc=$? n
+  n=$(wc -l <"$tmp/be.txt")
+  if [ "$rc" -eq "$want" ] && [ "$n" -eq 1 ] && grep -q "^mmrag: .*$text" "$tmp/be.txt" &&
+     [ ! -s "$tmp/bo.txt" ]; then ok "$name -> exit $rc: $(cat "$tmp/be.txt")"
+  else bad "$name: exit $rc, $n stderr lines: $(head -c 300 "$tmp/be.txt")"; fi
+}
+one_line_err "empty question" 2 "empty question" "$m" ask ""
+one_line_err "blank question" 2 "empty question" "$m" ask "   "
+one_line_err "missing database" 3 "$tmp/nodb" "$m" ask "$q" --db "$tmp/nodb"
+one_line_err "missing model" 1 "/nonexistent" "$m" ask "$q" --model /nonexistent
+one_line_err "--show into a missing folder" 2 "does not exist" "$m" ask "$q" --show "$tmp/no/such/a.png"
+printf 'not a gguf' >"$tmp/bad.gguf"
+one_line_err "corrupt model" 1 "bad.gguf" "$m" ask "$q" --model "$tmp/bad.gguf"
+finish
