@@ -175,7 +175,8 @@ int api_locate(store *s, vpe *v, int64_t doc, const char *description, const vpe
     if (!o) { vpe_options_default(&def); o = &def; }
     memset(out, 0, sizeof *out);
     out->r.index = -1;
-    if (!s || !description || !description[strspn(description, " \t\r\n")]) {
+    /* the same whitespace set as vpe_locate, so a blank description is always ARG */
+    if (!s || !description || !description[strspn(description, " \t\r\n\f\v")]) {
         snprintf(err, errlen, "locate: %s", description ? "empty description" : "bad arguments");
         return LOCATE_ERR_ARG;
     }

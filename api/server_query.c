@@ -655,13 +655,15 @@ static enum MHD_Result start_generation(struct MHD_Connection *c, srv_req *r, ge
                                   "total_tokens", g->gen.n_prompt + g->gen.n_gen, "citations",
                                   citations_json(g));
             free(content);
-            ret = o ? srv_reply_json(c, r, 200, o) : MHD_NO;
+            ret = o ? srv_reply_json(c, r, 200, o)
+                    : srv_reply_error(c, r, 500, "internal", "could not encode the answer");
         } else {
             json_t *o = json_pack("{s:s,s:o,s:s,s:o}", "answer", g->gen.text ? g->gen.text : "",
                                   "citations", citations_json(g), "stop_reason",
                                   mmrag_stop_reason_str(g->gen.stop_reason), "timings",
                                   timings_json(g));
-            ret = o ? srv_reply_json(c, r, 200, o) : MHD_NO;
+            ret = o ? srv_reply_json(c, r, 200, o)
+                    : srv_reply_error(c, r, 500, "internal", "could not encode the answer");
         }
         gen_job_unref(g);
         return ret;

@@ -13,11 +13,14 @@ VENV=${XDG_CACHE_HOME:-$HOME/.cache}/mmrag/venv-schemathesis
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
 
-if [ "$("$VENV/bin/st" --version 2>/dev/null)" != "st, version $ST_VERSION" ]; then
-  echo "check-api: installing schemathesis $ST_VERSION into $VENV"
+OSV_VERSION=0.9.0   # openapi-spec-validator: the document itself must be valid OpenAPI
+if [ "$("$VENV/bin/st" --version 2>/dev/null)" != "st, version $ST_VERSION" ] ||
+   ! "$VENV/bin/pip" show openapi-spec-validator 2>/dev/null | grep -qx "Version: $OSV_VERSION"; then
+  echo "check-api: installing schemathesis $ST_VERSION, openapi-spec-validator $OSV_VERSION into $VENV"
   rm -rf "$VENV"
   "$PY" -m venv "$VENV" || { echo "check-api: python3 -m venv failed (Debian: apt-get install python3-venv)"; exit 1; }
-  "$VENV/bin/pip" install -q --disable-pip-version-check "schemathesis==$ST_VERSION"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "schemathesis==$ST_VERSION" \
+    "openapi-spec-validator==$OSV_VERSION"
 fi
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/check-api.XXXXXX")
@@ -28,7 +31,7 @@ trap cleanup EXIT
 "$B/tests/tool_gencorpus" samples "$T/samples" >/dev/null
 # one generation at a time and small token caps keep the ask/chat cases cheap; the
 # in-flight limit is far above the single schemathesis worker, so a 503 would be a bug
-"$B/mmrag" serve --listen 127.0.0.1:0 --db "$T/db" --models "$MODELS" --timeout 10 \
+"$B/mmrag" serve --listen 127.0.0.1:0 --db "$T/db" --models "$MODELS" \
   >"$T/server.out" 2>"$T/server.err" &
 SPID=$!
 URL=""
@@ -51,6 +54,10 @@ for _ in $(seq 1 600); do
 done
 echo "check-api: server $URL with $n indexed documents"
 
+# the document as served (embedded in the binary) must be valid OpenAPI 3
+curl -sf "$URL/openapi.json" -o "$T/openapi.json"
+"$VENV/bin/openapi-spec-validator" "$T/openapi.json"
+
 # Generation cost is what makes ask/chat slow (200 default tokens, ~300-token prompts on a
 # CPU): valid max_tokens and k are clamped before each call. Invalid values (wrong type, out
 # of range) go through unchanged, so the server's validation is still exercised.
@@ -68,7 +75,7 @@ def _clamp(d, key, cap, lo, hi, add):
 def before_call(context, case, kwargs):
     if case.path not in ("/v1/ask", "/v1/chat/completions"):
         return
-    body = kwargs.get("json")
+    body = case.body
     if not isinstance(body, dict):
         return
     _clamp(body, "max_tokens", 8, 1, 2048, True)
@@ -86,6 +93,8 @@ if [ "$code" = 501 ]; then
 fi
 
 rc=0
+# run from $T: schemathesis keeps its cache (.schemathesis/) in the working directory
+cd "$T"
 SCHEMATHESIS_HOOKS=$T/hooks.py "$VENV/bin/st" run "$URL/openapi.json" "${exclude[@]}" \
   --checks not_a_server_error \
   --workers 1 \

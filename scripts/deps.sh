@@ -6,7 +6,7 @@ pkgs=(pkg-config build-essential libpoppler-glib-dev libcairo2-dev libvips-dev l
       libopenblas-dev libblas-dev liblapack-dev libmicrohttpd-dev libsqlite3-dev
       libjansson-dev libtesseract-dev libleptonica-dev tesseract-ocr-eng poppler-utils cmake
       dpkg-dev python3-pip unzip
-      chromium chromium-driver python3-venv)   # browser test (tests/test_web.sh), make check-api
+      chromium chromium-driver python3-venv jq curl)   # browser test (tests/test_web.sh), make check-api
 if [ "${1:-}" = "--dev" ]; then
   pkgs+=(libhnswlib-dev python3-torch python3-numpy valgrind)
 fi
