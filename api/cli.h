@@ -24,6 +24,7 @@ typedef struct {
 } cli_command;
 
 /* commands (one file each) */
+int cli_models(int argc, char **argv);
 int cli_index(int argc, char **argv);   /* api/cli_index.c */
 int cli_ls(int argc, char **argv);      /* api/cli_docs.c */
 int cli_show(int argc, char **argv);    /* api/cli_docs.c */

@@ -14,6 +14,7 @@ static const cli_command commands[] = {
     {"compact", cli_compact, "rebuild the vector indexes without deleted entries"},
     {"eval", cli_eval, "evaluate: eval retrieval QUESTIONS.json (recall, MRR, nDCG, ablation)"},
     {"locate", cli_locate, "find the region a description points at (VPE): page, box, confidence"},
+    {"models", cli_models, "list the model files each role reads (and whether they load); fetch them"},
     {"serve", cli_serve, "REST API server with the web page (see mmrag serve --help)"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
