@@ -100,7 +100,9 @@ int main(void) {
     /* PyTorch reference decode, same model file, same threads */
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "/usr/bin/python3 scripts/golden_llama.py --bench '%s' 16 2>&1", path);
-    FILE *pp = popen(cmd, "r");
+    /* MMRAG_BENCH_REF=0 skips it (quick A/B runs of the engine alone) */
+    const char *want_ref = getenv("MMRAG_BENCH_REF");
+    FILE *pp = want_ref && strcmp(want_ref, "0") == 0 ? NULL : popen(cmd, "r");
     double ref = 0;
     char line[512];
     while (pp && fgets(line, sizeof line, pp))

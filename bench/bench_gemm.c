@@ -170,6 +170,37 @@ static void bench_dots(void) {
     free(Wf); free(X); free(y); free(xq);
 }
 
+/* Decode-sized kern_linear (n = 1) over 64+ MiB of Q4_1 weights, as a decoder streams
+ * them per token (no cache reuse): the rows-per-pass kernel with prefetch
+ * (ops->qdot_rows) vs the same table without it (row-by-row dots, the earlier path). */
+static void linear_pass(const kern_ops *ops, kern_pool *pool, const float *X, uint8_t *const *Wm,
+                        int nm, int64_t in, int64_t out, float *Y) {
+    for (int m = 0; m < nm; m++) kern_linear_ops(ops, pool, X, 1, in, Wm[m], KERN_Q4_1, NULL, out, Y);
+}
+
+static void bench_stream(kern_pool *pool) {
+    const kern_ops *avx = kern_ops_avx2_table();
+    if (!avx || !avx->qdot_rows) return;
+    kern_ops rowwise = *avx;
+    rowwise.qdot_rows = NULL;
+    enum { NM = 120 }; /* 120 x 1536x576 q4_1 = 66 MB, the SmolLM2-135M layer weights */
+    const int64_t in = 576, out = 1536;
+    float *Wf = rnd_vec(out * in), *X = rnd_vec(in), *Y = malloc(sizeof(float) * out);
+    void *Wq = quantize_w(KERN_Q4_1, Wf, out, in);
+    size_t bytes = kern_type_row_bytes(KERN_Q4_1, in) * (size_t)out;
+    uint8_t *Wm[NM];
+    for (int m = 0; m < NM; m++) { Wm[m] = malloc(bytes); memcpy(Wm[m], Wq, bytes); }
+    double ta, tb, fl = 2.0 * in * out * NM;
+    TIME_PAIR(ta, linear_pass(avx, pool, X, Wm, NM, in, out, Y),
+              tb, linear_pass(&rowwise, pool, X, Wm, NM, in, out, Y));
+    printf("kern_linear q4_1 n=1 streaming %.0f MB (%d threads)  rows+prefetch    row by row     ratio\n",
+           NM * bytes / 1e6, kern_pool_size(pool));
+    printf("                                           %7.2f GF/s   %7.2f GF/s   %5.2f   (%.1f vs %.1f GB/s of weights)\n",
+           fl / ta * 1e-9, fl / tb * 1e-9, tb / ta, NM * bytes / ta * 1e-9, NM * bytes / tb * 1e-9);
+    for (int m = 0; m < NM; m++) free(Wm[m]);
+    free(Wq); free(Wf); free(X); free(Y);
+}
+
 static void bench_attention(kern_pool *pool) {
     const kern_ops *avx = kern_ops_avx2_table();
     /* SmolLM2-135M shape: 9 heads, 3 kv heads, head_dim 64 */
@@ -201,6 +232,7 @@ int main(int argc, char **argv) {
     bench_gemm();
     bench_linear(pool);
     bench_dots();
+    bench_stream(pool);
     bench_attention(pool);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);

@@ -201,9 +201,12 @@ int mmrag_session_generate(struct mmrag_session *s, const char *prompt,
         if (s->n_past + 1 > s->n_ctx) break; /* context full: reported as max_tokens */
         if ((rc = mmrag_session_eval(s, &tok, 1))) goto out;
     }
-    /* max_tokens can cut a character in half: the result is always whole UTF-8 */
-    text.n -= utf8_tail(text.p, text.n);
-    if (text.p) text.p[text.n] = 0;
+    /* max_tokens can cut a character in half: the result is always whole UTF-8
+     * (in JSON mode engine_json_close completes the character instead) */
+    if (!p->json_mode) {
+        text.n -= utf8_tail(text.p, text.n);
+        if (text.p) text.p[text.n] = 0;
+    }
     if (p->json_mode && !js.done) {
         char close[128];
         size_t cl = engine_json_close(&js, close, sizeof close);

@@ -19,6 +19,12 @@ typedef struct {
      * for all four (few-row kern_linear) */
     void (*qdot4)(kern_type t, int64_t n, const void *x, const kern_block_q8_0 *y,
                   int64_t ystride, const float *ys, float out[4]);
+    /* optional (NULL: kern_linear dots row by row): nr (1..4) consecutive weight rows of
+     * type t (Q8_0, Q4_0 or Q4_1; row stride wrow bytes) against one q8_0 row y, with
+     * yds[2b] = d_y and yds[2b+1] = d_y·Σ y.qs per block; the weight bytes that follow
+     * the rows (pf_bytes of them) are prefetched: decoding streams W from DRAM */
+    void (*qdot_rows)(kern_type t, int64_t n, const void *w, size_t wrow, int nr,
+                      const kern_block_q8_0 *y, const float *yds, int64_t pf_bytes, float *out);
     float (*dot_f32)(int64_t n, const float *x, const float *y);
     /* fp16 / bf16 weight row · fp32 row, converted on the fly */
     float (*dot_f16_f32)(int64_t n, const uint16_t *w, const float *x);

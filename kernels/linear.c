@@ -34,6 +34,7 @@ typedef struct {
     size_t wrow;                 /* bytes per weight row */
     const kern_block_q8_0 *Xq;   /* n rows of in/32 blocks */
     const float *Xs;             /* their block sums (q4_1 only) */
+    const float *Xds;            /* per block {d, d·Σqs} (ops->qdot_rows) */
     int64_t n, in, out;
     const float *bias;
     float *Y;
@@ -47,8 +48,31 @@ static float qdot(const qlin_ctx *c, const void *w, const kern_block_q8_0 *x, co
     }
 }
 
+/* Decoding (n < 4): groups of 4 weight rows against each X row; the group is read from
+ * DRAM once (later X rows find it in L1) and the kernel prefetches the rows ahead, up to
+ * the end of this range (the other threads' ranges are theirs to fetch). */
+static void qlin_rows(const qlin_ctx *c, int64_t b, int64_t e) {
+    int64_t nb = c->in / KERN_QK;
+    const uint8_t *wend = c->W + (size_t)e * c->wrow;
+    float y4[4];
+    for (int64_t o = b; o < e; o += 4) {
+        int nr = e - o < 4 ? (int)(e - o) : 4;
+        const uint8_t *w = c->W + (size_t)o * c->wrow;
+        for (int64_t r = 0; r < c->n; r++) {
+            c->ops->qdot_rows(c->wtype, c->in, w, c->wrow, nr, c->Xq + r * nb, c->Xds + 2 * r * nb,
+                              r == 0 ? (int64_t)(wend - w) : 0, y4);
+            for (int k = 0; k < nr; k++)
+                c->Y[r * c->out + o + k] = y4[k] + (c->bias ? c->bias[o + k] : 0.0f);
+        }
+    }
+}
+
 static void qlin_range(void *ctx, int64_t b, int64_t e, int thread) {
     const qlin_ctx *c = ctx;
+    if (c->ops->qdot_rows && c->n < 4) {
+        qlin_rows(c, b, e);
+        return;
+    }
     int64_t nb = c->in / KERN_QK;
     for (int64_t r0 = 0; r0 < c->n; r0 += XTILE) {
         int64_t r1 = r0 + XTILE < c->n ? r0 + XTILE : c->n;
@@ -66,13 +90,17 @@ static void qlin_range(void *ctx, int64_t b, int64_t e, int thread) {
     }
 }
 
-typedef struct { const kern_ops *ops; const float *X; kern_block_q8_0 *Xq; float *Xs; int64_t in; } qx_ctx;
+typedef struct { const kern_ops *ops; const float *X; kern_block_q8_0 *Xq; float *Xs, *Xds; int64_t in; } qx_ctx;
 static void quant_rows(void *ctx, int64_t b, int64_t e, int thread) {
     const qx_ctx *c = ctx;
     int64_t nb = c->in / KERN_QK;
     for (int64_t r = b; r < e; r++) {
         c->ops->quantize_q8_0(c->X + r * c->in, c->Xq + r * nb, c->in);
         kern_q8_0_block_sums(c->Xq + r * nb, c->in, c->Xs + r * nb);
+        for (int64_t k = 0; k < nb; k++) {
+            c->Xds[2 * (r * nb + k)] = kern_fp16_to_fp32(c->Xq[r * nb + k].d);
+            c->Xds[2 * (r * nb + k) + 1] = c->Xs[r * nb + k];
+        }
     }
 }
 
@@ -118,16 +146,17 @@ static void linear_quant(const kern_ops *ops, kern_pool *p, const float *X, int6
     if (n >= kern_linear_dequant_rows(wtype) && linear_dequant(ops, p, X, n, in, W, wtype, bias, out, Y) == 0) return;
     int64_t nb = in / KERN_QK;
     kern_block_q8_0 *Xq = malloc((size_t)(n * nb) * sizeof *Xq);
-    float *Xs = malloc((size_t)(n * nb) * sizeof *Xs);
+    float *Xs = malloc((size_t)(n * nb) * 3 * sizeof *Xs); /* sums, then {d, sum} pairs */
     if (!Xq || !Xs) {
         free(Xq);
         free(Xs);
         memset(Y, 0, (size_t)(n * out) * sizeof *Y);
         return;
     }
-    qx_ctx qc = {ops, X, Xq, Xs, in};
+    float *Xds = Xs + n * nb;
+    qx_ctx qc = {ops, X, Xq, Xs, Xds, in};
     kern_pool_run(p, n, 4, quant_rows, &qc);
-    qlin_ctx c = {ops, W, wtype, kern_type_row_bytes(wtype, in), Xq, Xs, n, in, out, bias, Y};
+    qlin_ctx c = {ops, W, wtype, kern_type_row_bytes(wtype, in), Xq, Xs, Xds, n, in, out, bias, Y};
     /* grain: enough rows that a range is worth a wake-up */
     kern_pool_run(p, out, 8, qlin_range, &c);
     free(Xq);
