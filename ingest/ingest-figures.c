@@ -10,6 +10,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define CELL_PT 2.0        /* grid cell size */
 #define MERGE_GAP_PT 10.0f /* ink closer than this belongs to one region */
@@ -37,16 +40,32 @@ static ingest_box clamp_box(ingest_box b, double w, double h) {
     return b;
 }
 
+static ingest_box mapped_box(const ing_pagectx *pc, const PopplerImageMapping *m) {
+    return clamp_box((ingest_box){(float)m->area.x1, (float)m->area.y1, (float)m->area.x2, (float)m->area.y2},
+                     pc->w, pc->h);
+}
+
+/* bullets, rules and logos are not figures */
+static int big_enough(ingest_box b) { return b.x1 - b.x0 >= 16 && b.y1 - b.y0 >= 16; }
+
+int ingest_figures_map(ing_pagectx *pc) {
+    if (!pc->img_map_done) pc->img_map = poppler_page_get_image_mapping(pc->pp); /* NULL = none */
+    pc->img_map_done = 1;
+    for (GList *l = pc->img_map; l; l = l->next) {
+        ingest_box b = mapped_box(pc, l->data);
+        /* a page-sized image is likely a scan: OCR renders that page its own way */
+        if (big_enough(b) && (b.x1 - b.x0) * (b.y1 - b.y0) <= 0.7 * pc->w * pc->h) return 1;
+    }
+    return 0;
+}
+
 int ingest_figures_raster(ing_pagectx *pc, int ocr_page) {
-    GList *map = poppler_page_get_image_mapping(pc->pp);
+    ingest_figures_map(pc);
     int rc = 0;
-    for (GList *l = map; l && rc == 0; l = l->next) {
-        PopplerImageMapping *m = l->data;
-        ingest_box b = clamp_box((ingest_box){(float)m->area.x1, (float)m->area.y1,
-                                              (float)m->area.x2, (float)m->area.y2},
-                                 pc->w, pc->h);
+    for (GList *l = pc->img_map; l && rc == 0; l = l->next) {
+        ingest_box b = mapped_box(pc, l->data);
         float bw = b.x1 - b.x0, bh = b.y1 - b.y0;
-        if (bw < 16 || bh < 16) continue; /* bullets, rules, logos */
+        if (!big_enough(b)) continue;
         if (ocr_page && bw * bh > 0.7 * pc->w * pc->h) continue; /* the scan itself */
         int dup = 0;
         for (int i = 0; i < pc->n_regions; i++)
@@ -55,7 +74,6 @@ int ingest_figures_raster(ing_pagectx *pc, int ocr_page) {
                 dup = 1;
         if (!dup) rc = add_region(pc, (ing_region){b, 0, 1, -1, -1});
     }
-    poppler_page_free_image_mapping(map);
     return rc;
 }
 
@@ -84,14 +102,49 @@ cairo_surface_t *ingest_render(PopplerPage *pp, double w, double h, double dpi) 
     return s;
 }
 
-static void fill_mask(unsigned char *mask, int pw, int ph, ingest_box b, double scale, float pad) {
+/* Clear a box (padded, in points) in the per-pixel ink map: text and known images are
+ * not vector ink. */
+static void clear_box(unsigned char *ink, int pw, int ph, ingest_box b, double scale, float pad) {
     int x0 = (int)floor((b.x0 - pad) * scale), y0 = (int)floor((b.y0 - pad) * scale);
     int x1 = (int)ceil((b.x1 + pad) * scale), y1 = (int)ceil((b.y1 + pad) * scale);
     if (x0 < 0) x0 = 0;
     if (y0 < 0) y0 = 0;
     if (x1 > pw) x1 = pw;
     if (y1 > ph) y1 = ph;
-    for (int y = y0; y < y1; y++) memset(mask + (size_t)y * pw + x0, 1, (size_t)(x1 > x0 ? x1 - x0 : 0));
+    if (x1 <= x0) return;
+    for (int y = y0; y < y1; y++) memset(ink + (size_t)y * pw + x0, 0, (size_t)(x1 - x0));
+}
+
+/* 1 where a pixel is ink: any of B, G, R below INK_LEVEL. SSE2 takes 16 pixels a step;
+ * the scalar rest works four bytes at a time: with x = the inverted colour bytes, a byte
+ * is ink when it exceeds 255 - INK_LEVEL, which the add-and-test flags in its high bit
+ * (bytes >= 128 are flagged by `| x`; a carry out of such a byte can only add flags to a
+ * pixel that is ink anyway). */
+static void ink_row(unsigned char *dst, const unsigned char *row, int pw) {
+    int x = 0;
+#ifdef __SSE2__
+    const __m128i level = _mm_set1_epi8((char)INK_LEVEL), alpha = _mm_set1_epi32((int)0xFF000000u);
+    const __m128i ones = _mm_set1_epi32(-1), one = _mm_set1_epi8(1);
+    for (; x + 16 <= pw; x += 16) {
+        __m128i w[4];
+        for (int k = 0; k < 4; k++) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(row + 4 * (x + 4 * k)));
+            /* 0xFF where a byte is >= INK_LEVEL (not ink), alpha forced to 0xFF */
+            __m128i paper = _mm_or_si128(_mm_cmpeq_epi8(_mm_max_epu8(v, level), v), alpha);
+            w[k] = _mm_cmpeq_epi32(paper, ones); /* -1: the pixel is paper */
+        }
+        __m128i p16 = _mm_packs_epi16(_mm_packs_epi32(w[0], w[1]), _mm_packs_epi32(w[2], w[3]));
+        _mm_storeu_si128((__m128i *)(dst + x), _mm_andnot_si128(p16, one));
+    }
+#endif
+    const uint32_t lim = 127 - (255 - INK_LEVEL);
+    const uint32_t add = lim * 0x010101u;
+    for (; x < pw; x++) {
+        uint32_t v;
+        memcpy(&v, row + 4 * x, 4);
+        uint32_t inv = ~v & 0x00FFFFFFu; /* B, G, R inverted (ARGB32 is a native 0xAARRGGBB) */
+        dst[x] = (((inv + add) | inv) & 0x00808080u) != 0;
+    }
 }
 
 /* Connected ink cells → boxes (points). Returns the count; *out is malloc'd. */
@@ -142,59 +195,71 @@ static int ink_components(const unsigned char *ink, int gw, int gh, double cell_
 }
 
 /* Tighten a grid box to the real ink pixels inside it (sub-cell accuracy). */
-static ingest_box tighten(ingest_box b, const unsigned char *px, const unsigned char *mask, int pw,
-                          int ph, int stride, double scale) {
+static ingest_box tighten(ingest_box b, const unsigned char *ink, int pw, int ph, double scale) {
     int x0 = (int)(b.x0 * scale), y0 = (int)(b.y0 * scale);
     int x1 = (int)ceil(b.x1 * scale), y1 = (int)ceil(b.y1 * scale);
     if (x1 > pw) x1 = pw;
     if (y1 > ph) y1 = ph;
     int mx0 = x1, my0 = y1, mx1 = x0 - 1, my1 = y0 - 1;
     for (int y = y0; y < y1; y++) {
-        const unsigned char *row = px + (size_t)y * stride;
-        for (int x = x0; x < x1; x++) {
-            if (mask[(size_t)y * pw + x]) continue;
-            const unsigned char *p = row + 4 * x;
-            if (p[0] < INK_LEVEL || p[1] < INK_LEVEL || p[2] < INK_LEVEL) {
-                if (x < mx0) mx0 = x;
-                if (x > mx1) mx1 = x;
-                if (y < my0) my0 = y;
-                if (y > my1) my1 = y;
-            }
-        }
+        const unsigned char *row = ink + (size_t)y * pw;
+        int l = x0, r = x1 - 1;
+        while (l < x1 && !row[l]) l++;
+        if (l == x1) continue;
+        while (r > l && !row[r]) r--;
+        if (l < mx0) mx0 = l;
+        if (r > mx1) mx1 = r;
+        if (y < my0) my0 = y;
+        my1 = y;
     }
     if (mx1 < mx0) return b;
     return (ingest_box){(float)(mx0 / scale), (float)(my0 / scale), (float)((mx1 + 1) / scale),
                         (float)((my1 + 1) / scale)};
 }
 
+/* Cells of cpx x cpx pixels holding any ink. Most of a page is blank: skip 8 bytes at once. */
+static void ink_cells(const unsigned char *ink, int pw, int ph, int cpx, unsigned char *grid, int gw) {
+    for (int y = 0; y < ph; y++) {
+        const unsigned char *row = ink + (size_t)y * pw;
+        unsigned char *grow = grid + (size_t)(y / cpx) * gw;
+        int x = 0;
+        while (x < pw) {
+            if (x + 8 <= pw) {
+                uint64_t v;
+                memcpy(&v, row + x, 8);
+                if (!v) { x += 8; continue; }
+            }
+            if (row[x]) {
+                int c = x / cpx;
+                grow[c] = 1;
+                x = (c + 1) * cpx; /* the rest of this cell cannot change it */
+            } else {
+                x++;
+            }
+        }
+    }
+}
+
 int ingest_figures_detect(ing_pagectx *pc, const unsigned char *px, int pw, int ph, int stride,
                           double scale) {
-    unsigned char *mask = calloc((size_t)pw * ph, 1);
     int cpx = (int)lround(CELL_PT * scale);
     if (cpx < 1) cpx = 1;
     int gw = (pw + cpx - 1) / cpx, gh = (ph + cpx - 1) / cpx;
-    unsigned char *ink = calloc((size_t)gw * gh, 1);
-    if (!mask || !ink) {
-        free(mask);
+    unsigned char *pix = ingest_scratch(pc->scratch, (size_t)pw * ph); /* per-pixel ink */
+    unsigned char *ink = calloc((size_t)gw * gh, 1);                    /* per-cell ink */
+    if (!pix || !ink) {
         free(ink);
         return INGEST_ERR_NOMEM;
     }
-    for (int i = 0; i < pc->n_chars; i++) fill_mask(mask, pw, ph, pc->chars[i], scale, 1.0f);
-    for (int i = 0; i < pc->n_regions; i++) fill_mask(mask, pw, ph, pc->regions[i].b, scale, 1.0f);
-    for (int y = 0; y < ph; y++) {
-        const unsigned char *row = px + (size_t)y * stride;
-        const unsigned char *mrow = mask + (size_t)y * pw;
-        unsigned char *grow = ink + (size_t)(y / cpx) * gw;
-        for (int x = 0; x < pw; x++) {
-            const unsigned char *p = row + 4 * x;
-            if (!mrow[x] && (p[0] < INK_LEVEL || p[1] < INK_LEVEL || p[2] < INK_LEVEL)) grow[x / cpx] = 1;
-        }
-    }
+    for (int y = 0; y < ph; y++) ink_row(pix + (size_t)y * pw, px + (size_t)y * stride, pw);
+    for (int i = 0; i < pc->n_chars; i++) clear_box(pix, pw, ph, pc->chars[i], scale, 1.0f);
+    for (int i = 0; i < pc->n_regions; i++) clear_box(pix, pw, ph, pc->regions[i].b, scale, 1.0f);
+    ink_cells(pix, pw, ph, cpx, ink, gw);
     double cell_pt = cpx / scale;
     ingest_box *boxes = NULL;
     int n = ink_components(ink, gw, gh, cell_pt, &boxes);
     free(ink);
-    if (n < 0) { free(mask); return INGEST_ERR_NOMEM; }
+    if (n < 0) return INGEST_ERR_NOMEM;
     /* merge neighbours until nothing changes */
     for (int changed = 1; changed;) {
         changed = 0;
@@ -209,7 +274,7 @@ int ingest_figures_detect(ing_pagectx *pc, const unsigned char *px, int pw, int 
     int rc = 0;
     int n_raster = pc->n_regions;
     for (int i = 0; i < n && rc == 0; i++) {
-        ingest_box b = tighten(boxes[i], px, mask, pw, ph, stride, scale);
+        ingest_box b = tighten(boxes[i], pix, pw, ph, scale);
         b = clamp_box(b, pc->w, pc->h);
         if (b.x1 - b.x0 < MIN_FIG_PT || b.y1 - b.y0 < MIN_FIG_PT) continue;
         int inside_raster = 0;
@@ -222,7 +287,6 @@ int ingest_figures_detect(ing_pagectx *pc, const unsigned char *px, int pw, int 
         if (!inside_raster) rc = add_region(pc, (ing_region){b, 0, 0, -1, -1});
     }
     free(boxes);
-    free(mask);
     return rc;
 }
 
@@ -299,22 +363,6 @@ void ingest_figures_pair_captions(ing_pagectx *pc) {
 
 /* ---------- crops, PNG, perceptual hash ---------- */
 
-typedef struct { uint8_t *buf; size_t len, cap; int failed; } png_buf;
-
-static cairo_status_t png_write(void *closure, const unsigned char *data, unsigned int len) {
-    png_buf *b = closure;
-    if (b->len + len > b->cap) {
-        size_t cap = (b->cap + len) * 2;
-        uint8_t *nb = realloc(b->buf, cap);
-        if (!nb) { b->failed = 1; return CAIRO_STATUS_WRITE_ERROR; }
-        b->buf = nb;
-        b->cap = cap;
-    }
-    memcpy(b->buf + b->len, data, len);
-    b->len += len;
-    return CAIRO_STATUS_SUCCESS;
-}
-
 /* 64-bit DCT hash: 32x32 grey thumbnail, 2-D DCT-II, the 8x8 lowest frequencies
  * compared with their median (DC excluded from the median). */
 uint64_t ingest_phash(const unsigned char *px, int w, int h, int stride) {
@@ -325,15 +373,17 @@ uint64_t ingest_phash(const unsigned char *px, int w, int h, int stride) {
             int x0 = tx * w / 32, x1 = (tx + 1) * w / 32, y0 = ty * h / 32, y1 = (ty + 1) * h / 32;
             if (x1 <= x0) x1 = x0 + 1;
             if (y1 <= y0) y1 = y0 + 1;
-            double s = 0;
+            /* grey x 1000 in integers: exact, and several times faster than doubles */
+            int64_t s = 0;
             int n = 0;
-            for (int y = y0; y < y1 && y < h; y++)
-                for (int x = x0; x < x1 && x < w; x++) {
-                    const unsigned char *p = px + (size_t)y * stride + 4 * x;
-                    s += 0.114 * p[0] + 0.587 * p[1] + 0.299 * p[2]; /* BGRA in memory */
+            for (int y = y0; y < y1 && y < h; y++) {
+                const unsigned char *p = px + (size_t)y * stride + 4 * x0;
+                for (int x = x0; x < x1 && x < w; x++, p += 4) {
+                    s += 114 * p[0] + 587 * p[1] + 299 * p[2]; /* BGRA in memory */
                     n++;
                 }
-            g[ty][tx] = n ? s / n : 255;
+            }
+            g[ty][tx] = n ? (double)s / (1000.0 * n) : 255;
         }
     double cs[8][32];
     for (int u = 0; u < 8; u++)
@@ -394,26 +444,8 @@ int ingest_figures_export(ing_pagectx *pc, const unsigned char *px, int pw, int 
         im->width_px = x1 - x0;
         im->height_px = y1 - y0;
         im->phash = ingest_phash(origin, x1 - x0, y1 - y0, stride);
-        cairo_surface_t *crop = cairo_image_surface_create(CAIRO_FORMAT_RGB24, x1 - x0, y1 - y0);
-        if (cairo_surface_status(crop) != CAIRO_STATUS_SUCCESS) {
-            cairo_surface_destroy(crop);
-            return INGEST_ERR_NOMEM;
-        }
-        cairo_surface_flush(crop);
-        unsigned char *dst = cairo_image_surface_get_data(crop);
-        int dstride = cairo_image_surface_get_stride(crop);
-        for (int y = 0; y < y1 - y0; y++)
-            memcpy(dst + (size_t)y * dstride, origin + (size_t)y * stride, (size_t)(x1 - x0) * 4);
-        cairo_surface_mark_dirty(crop);
-        png_buf b = {0};
-        cairo_status_t st = cairo_surface_write_to_png_stream(crop, png_write, &b);
-        cairo_surface_destroy(crop);
-        if (st != CAIRO_STATUS_SUCCESS || b.failed) {
-            free(b.buf);
-            return INGEST_ERR_NOMEM;
-        }
-        im->png = b.buf;
-        im->png_len = b.len;
+        int rc = ingest_png_encode(origin, x1 - x0, y1 - y0, stride, &im->png, &im->png_len);
+        if (rc) return rc;
     }
     return 0;
 }

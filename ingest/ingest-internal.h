@@ -42,8 +42,18 @@ typedef struct {
     int image;          /* page-local image index, or -1 for tables */
 } ing_region;
 
+/* a buffer kept by the document and reused page after page (one thread at a time) */
+typedef struct {
+    unsigned char *p;
+    size_t cap;
+} ing_scratch;
+unsigned char *ingest_scratch(ing_scratch *s, size_t n); /* at least n bytes, or NULL */
+
 typedef struct {
     PopplerPage *pp;
+    ing_scratch *scratch;        /* per-pixel work map for figure detection */
+    GList *img_map;              /* poppler_page_get_image_mapping, fetched once */
+    int img_map_done;
     double w, h;                 /* points */
     ing_frag *frags;
     int n_frags, cap_frags;
@@ -65,6 +75,8 @@ void ingest_pagectx_clear(ing_pagectx *pc);
 int ingest_caption_kind(const char *text);
 
 /* ingest-figures.c */
+/* fetch the image map; 1 if it holds a figure-sized image that is not a page-sized scan */
+int ingest_figures_map(ing_pagectx *pc);
 int ingest_figures_raster(ing_pagectx *pc, int ocr_page);
 int ingest_figures_need_render(const ing_pagectx *pc);
 int ingest_figures_detect(ing_pagectx *pc, const unsigned char *px, int pw, int ph, int stride,
@@ -74,6 +86,9 @@ int ingest_figures_export(ing_pagectx *pc, const unsigned char *px, int pw, int 
                           double scale, ingest_page *out);
 uint64_t ingest_phash(const unsigned char *px, int w, int h, int stride);
 cairo_surface_t *ingest_render(PopplerPage *pp, double w, double h, double dpi);
+
+/* ingest-png.c: 8-bit RGB PNG of a BGRA area; *out is malloc'd */
+int ingest_png_encode(const unsigned char *bgra, int w, int h, int stride, uint8_t **out, size_t *len);
 
 /* ingest-ocr.c: the engine is created lazily once per document */
 typedef struct ing_ocr ing_ocr;

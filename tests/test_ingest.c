@@ -6,6 +6,7 @@
  * peak is not inherited from the other tests). */
 #include "ingest/ingest.h"
 #include "tests/test.h"
+#include <cairo.h>
 #include <ctype.h>
 #include <jansson.h>
 #include <sys/resource.h>
@@ -63,6 +64,16 @@ static int load_corpus(void) {
     }
     printf("  corpus: %d pages in %.2f s\n", n_pages, now_s() - t0);
     return 0;
+}
+
+/* cairo PNG reader over a memory buffer: an independent decoder for the crops */
+typedef struct { const uint8_t *p; size_t n, at; } png_src;
+static cairo_status_t png_read(void *closure, unsigned char *data, unsigned int len) {
+    png_src *s = closure;
+    if (s->at + len > s->n) return CAIRO_STATUS_READ_ERROR;
+    memcpy(data, s->p + s->at, len);
+    s->at += len;
+    return CAIRO_STATUS_SUCCESS;
 }
 
 static json_t *truth_page(int p) { return json_array_get(json_object_get(truth, "pages"), (size_t)p - 1); }
@@ -172,6 +183,20 @@ TEST(image_boxes_iou_and_captions) {
             /* a real PNG crop of about the box size at 144 dpi, and a hash */
             CHECK(bi->png_len > 8 && !memcmp(bi->png, "\x89PNG\r\n\x1a\n", 8));
             CHECK_NEAR(bi->width_px, (bi->box.x1 - bi->box.x0) * pg->width_pt * 2, 3);
+            /* the crop decodes to its stated size and holds ink (not a blank or cut image) */
+            png_src src = {bi->png, bi->png_len, 0};
+            cairo_surface_t *dec = cairo_image_surface_create_from_png_stream(png_read, &src);
+            CHECK(cairo_surface_status(dec) == CAIRO_STATUS_SUCCESS);
+            if (cairo_surface_status(dec) == CAIRO_STATUS_SUCCESS) {
+                int dw = cairo_image_surface_get_width(dec), dh = cairo_image_surface_get_height(dec);
+                CHECK(dw == bi->width_px && dh == bi->height_px);
+                const unsigned char *d = cairo_image_surface_get_data(dec);
+                int ds = cairo_image_surface_get_stride(dec), dark = 0;
+                for (int y = 0; y < dh; y++)
+                    for (int x = 0; x < dw; x++) dark += d[(size_t)y * ds + 4 * x + 1] < 128;
+                CHECK_MSG(dark > dw * dh / 200, "page %d crop has %d dark pixels", p, dark);
+            }
+            cairo_surface_destroy(dec);
             CHECK(bi->phash != 0);
         }
     }
