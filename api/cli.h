@@ -54,6 +54,9 @@ const char *cli_db_dir(const char *opt);
 store *cli_store_open(const char *db_opt, int write);
 /* Resolve DOC (id, sha256 prefix, path); prints the error and returns the store status. */
 int cli_doc_resolve(store *s, const char *spec, store_doc_row *out);
+/* --show FILE: 0 when the folder that would hold FILE exists, else prints
+ * "<cmd>: --show FILE: folder DIR does not exist" and returns -1. */
+int cli_show_folder_check(const char *cmd, const char *path);
 /* Parse a positive int option; prints an error on failure. */
 int cli_parse_int(const char *opt, const char *val, int min, int max, int *out);
 /* Print JSON to stdout (reals with 6 significant digits) and free it. */

@@ -4,7 +4,6 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
-#include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -136,13 +135,7 @@ static int show_prepare(const char *path, int *is_dir) {
     int exists_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
     if (!l) { cli_err("ask: --show needs a file name or a folder"); return -1; }
     if (l >= 4 && !strcasecmp(path + l - 4, ".png") && !exists_dir) {
-        char parent[4096];
-        snprintf(parent, sizeof parent, "%s", path);
-        const char *dir = dirname(parent);
-        if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
-            cli_err("ask: --show %s: folder %s does not exist", path, dir);
-            return -1;
-        }
+        if (cli_show_folder_check("ask", path)) return -1;
         *is_dir = 0;
         return 0;
     }

@@ -1,26 +1,30 @@
 /* api/cli_common.c — helpers shared by the CLI commands. */
 #include <errno.h>
+#include <libgen.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "api/cli.h"
+
+static void verr(const char *fmt, va_list ap) {
+    fputs("mmrag: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
 
 void cli_err(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fputs("mmrag: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    verr(fmt, ap);
     va_end(ap);
 }
 
 int cli_usage_error(const char *usage, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    fputs("mmrag: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    verr(fmt, ap);
     va_end(ap);
     fputs(usage, stderr);
     return CLI_USAGE;
@@ -55,6 +59,18 @@ int cli_doc_resolve(store *s, const char *spec, store_doc_row *out) {
     int rc = store_doc_get(s, spec, out);
     if (rc != STORE_OK) cli_err("%s", store_errmsg(s));
     return rc;
+}
+
+int cli_show_folder_check(const char *cmd, const char *path) {
+    char parent[4096];
+    snprintf(parent, sizeof parent, "%s", path);
+    const char *dir = dirname(parent);
+    struct stat st;
+    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
+        cli_err("%s: --show %s: folder %s does not exist", cmd, path, dir);
+        return -1;
+    }
+    return 0;
 }
 
 int cli_parse_int(const char *opt, const char *val, int min, int max, int *out) {

@@ -5,7 +5,6 @@
 #include <getopt.h>
 #include <ctype.h>
 #include <errno.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,14 +69,7 @@ static int show_check(const char *path, int *is_dir) {
     if (!*path) { cli_err("locate: --show needs a file name"); return -1; }
     *is_dir = stat(path, &st) == 0 && S_ISDIR(st.st_mode);
     if (*is_dir) return 0;
-    char parent[4096];
-    snprintf(parent, sizeof parent, "%s", path);
-    const char *dir = dirname(parent);
-    if (stat(dir, &st) || !S_ISDIR(st.st_mode)) {
-        cli_err("locate: --show %s: folder %s does not exist", path, dir);
-        return -1;
-    }
-    return 0;
+    return cli_show_folder_check("locate", path);
 }
 
 /* Writes the located page with its box; returns 0 or -1 (message printed). */

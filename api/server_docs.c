@@ -408,6 +408,13 @@ json_t *srv_box_json(const store_box *b) {
     store *st = srv_coll_acquire((r)->coll, err_, sizeof err_);                          \
     if (!st) return srv_reply_error(c, r, 500, "store_unavailable", "%s", err_)
 
+/* The document id in /documents/{id}/...: a positive integer, else 400. */
+#define DOC_ID_OR_400(id, c, r)                                                          \
+    int64_t id = srv_parse_id((r)->segs[2]);                                             \
+    if (!id)                                                                             \
+        return srv_reply_error(c, r, 400, "invalid_id",                                  \
+                               "document id must be a positive integer")
+
 enum MHD_Result srv_handle_doc_list(struct MHD_Connection *c, srv_req *r) {
     STORE_OR_500(st, c, r);
     store_doc_row *rows = NULL;
@@ -431,8 +438,7 @@ static int query_flag(struct MHD_Connection *c, const char *name) {
 }
 
 enum MHD_Result srv_handle_doc_get(struct MHD_Connection *c, srv_req *r) {
-    int64_t id = srv_parse_id(r->segs[2]);
-    if (!id) return srv_reply_error(c, r, 400, "invalid_id", "document id must be a positive integer");
+    DOC_ID_OR_400(id, c, r);
     STORE_OR_500(st, c, r);
     store_doc_row d;
     memset(&d, 0, sizeof d);
@@ -486,8 +492,7 @@ static int is_kept_file(const srv_coll *coll, const char *path) {
 }
 
 enum MHD_Result srv_handle_doc_delete(struct MHD_Connection *c, srv_req *r) {
-    int64_t id = srv_parse_id(r->segs[2]);
-    if (!id) return srv_reply_error(c, r, 400, "invalid_id", "document id must be a positive integer");
+    DOC_ID_OR_400(id, c, r);
     STORE_OR_500(st, c, r);
     store_doc_row d;
     memset(&d, 0, sizeof d);
@@ -513,8 +518,7 @@ static int parse_box(const char *s, float b[4]) {
 
 enum MHD_Result srv_handle_page_png(struct MHD_Connection *c, srv_req *r) {
     srv_server *s = r->srv;
-    int64_t id = srv_parse_id(r->segs[2]);
-    if (!id) return srv_reply_error(c, r, 400, "invalid_id", "document id must be a positive integer");
+    DOC_ID_OR_400(id, c, r);
     char num[32];
     const char *pn = r->segs[4];
     size_t pl = strlen(pn);

@@ -121,6 +121,13 @@ const char *store_owner_name(int32_t k) {
     return k == STORE_OWNER_CHUNK ? "chunk" : k == STORE_OWNER_IMAGE ? "image" : NULL;
 }
 
+int store_check_space(store *s, const char *space, const char *model) {
+    if (!space || (strcmp(space, "text") && strcmp(space, "image")))
+        return store_set_err(s, STORE_ERR_ARG, "vector space must be 'text' or 'image'");
+    if (!model || !*model) return store_set_err(s, STORE_ERR_ARG, "vector model id is empty");
+    return STORE_OK;
+}
+
 const char *store_status_str(int rc) {
     switch (rc) {
     case STORE_OK: return "ok";

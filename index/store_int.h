@@ -41,4 +41,6 @@ void store_tx_rollback(store *s);
 int store_bump_generation(store *s);
 char *store_strdup(const char *t);   /* NULL-safe, "" for NULL */
 const char *store_owner_name(int32_t owner_kind);
+/* 0, or STORE_ERR_ARG + message unless space is "text"/"image" and model is non-empty. */
+int store_check_space(store *s, const char *space, const char *model);
 #endif

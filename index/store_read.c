@@ -26,12 +26,74 @@ static store_box col_box(sqlite3_stmt *st, int i) {
                        (float)sqlite3_column_double(st, i + 2), (float)sqlite3_column_double(st, i + 3)};
 }
 
+/* A row type the readers below fill: its size, how to read one from a statement row
+ * (0, or -1 out of memory; a partly read row is still cleared) and how to clear one. */
+typedef struct {
+    size_t size;
+    int (*from_row)(sqlite3_stmt *st, void *row);
+    void (*clear)(void *row);   /* NULL: nothing to free */
+    const char *noun;           /* "no <noun> with id N", "read <noun>" */
+} row_type;
+
+static void free_rows(const row_type *t, void *rows, int32_t n) {
+    for (int32_t i = 0; t->clear && rows && i < n; i++) t->clear((char *)rows + (size_t)i * t->size);
+    free(rows);
+}
+
+/* Step st (prepared and bound) to the end, one row each; finalizes st. On success the
+ * array (NULL when empty) and its length; on error what failed ("store: what: ..."). */
+static int read_rows(store *s, sqlite3_stmt *st, const row_type *t, const char *what,
+                     void **rows, int32_t *n) {
+    void *arr = NULL;
+    int32_t cnt = 0, cap = 0;
+    int rc = STORE_OK, step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (grow(&arr, cnt, &cap, t->size) || t->from_row(st, (char *)arr + (size_t)cnt++ * t->size)) {
+            rc = store_set_err(s, STORE_ERR_NOMEM, "out of memory");
+            break;
+        }
+    }
+    if (!rc && step != SQLITE_DONE) rc = store_sql_err(s, what);
+    sqlite3_finalize(st);
+    if (rc) { free_rows(t, arr, cnt); return rc; }
+    *rows = arr; *n = cnt;
+    return rc;
+}
+
+/* The one row `sql` (a "... WHERE id=?" query) finds for id, into out (zeroed first). */
+static int read_one(store *s, const char *sql, const row_type *t, int64_t id, void *out) {
+    memset(out, 0, t->size);
+    STORE_LOCK(s);
+    sqlite3_stmt *st;
+    int rc = store_prepare(s, sql, &st);
+    if (rc) goto out;
+    sqlite3_bind_int64(st, 1, id);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        if (t->from_row(st, out)) {
+            if (t->clear) t->clear(out);
+            rc = store_set_err(s, STORE_ERR_NOMEM, "out of memory");
+        }
+    } else if (step == SQLITE_DONE) {
+        rc = store_set_err(s, STORE_ERR_NOTFOUND, "no %s with id %lld", t->noun, (long long)id);
+    } else {
+        char what[64];
+        snprintf(what, sizeof what, "read %s", t->noun);
+        rc = store_sql_err(s, what);
+    }
+    sqlite3_finalize(st);
+out:
+    STORE_UNLOCK(s);
+    return rc;
+}
+
 /* ---- documents -------------------------------------------------------------------- */
 #define DOC_COLS "d.id, d.sha256, d.path, d.title, d.status, d.pages, d.bytes, d.added_at," \
     " d.updated_at, (SELECT count(*) FROM chunks c WHERE c.doc=d.id)," \
     " (SELECT count(*) FROM images i WHERE i.doc=d.id) FROM documents d"
 
-static int doc_from_row(sqlite3_stmt *st, store_doc_row *r) {
+static int doc_from_row(sqlite3_stmt *st, void *row) {
+    store_doc_row *r = row;
     memset(r, 0, sizeof *r);
     r->id = sqlite3_column_int64(st, 0);
     snprintf(r->sha256, sizeof r->sha256, "%s", sqlite3_column_text(st, 1));
@@ -53,32 +115,19 @@ void store_doc_row_clear(store_doc_row *r) {
     memset(r, 0, sizeof *r);
 }
 
-void store_docs_free(store_doc_row *rows, int32_t n) {
-    for (int32_t i = 0; rows && i < n; i++) store_doc_row_clear(&rows[i]);
-    free(rows);
-}
+static void doc_clear(void *row) { store_doc_row_clear(row); }
+static const row_type doc_type = {sizeof(store_doc_row), doc_from_row, doc_clear, "document"};
+
+void store_docs_free(store_doc_row *rows, int32_t n) { free_rows(&doc_type, rows, n); }
 
 int store_doc_list(store *s, store_doc_row **rows, int32_t *n) {
     if (!s || !rows || !n) return STORE_ERR_ARG;
     *rows = NULL; *n = 0;
     STORE_LOCK(s);
     sqlite3_stmt *st;
-    store_doc_row *arr = NULL;
-    int32_t cnt = 0, cap = 0;
+    void *arr = NULL;
     int rc = store_prepare(s, "SELECT " DOC_COLS " ORDER BY d.id", &st);
-    if (rc) goto out;
-    int step;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)&arr, cnt, &cap, sizeof *arr) || doc_from_row(st, &arr[cnt++])) {
-            rc = store_set_err(s, STORE_ERR_NOMEM, "out of memory");
-            break;
-        }
-    }
-    if (!rc && step != SQLITE_DONE) rc = store_sql_err(s, "list documents");
-    sqlite3_finalize(st);
-    if (rc) { store_docs_free(arr, cnt); goto out; }
-    *rows = arr; *n = cnt;
-out:
+    if (!rc && !(rc = read_rows(s, st, &doc_type, "list documents", &arr, n))) *rows = arr;
     STORE_UNLOCK(s);
     return rc;
 }
@@ -153,38 +202,35 @@ out:
 }
 
 /* ---- pages, chunks, images ----------------------------------------------------------- */
+static int page_from_row(sqlite3_stmt *st, void *row) {
+    *(store_page_row *)row = (store_page_row){sqlite3_column_int(st, 0),
+                                              (float)sqlite3_column_double(st, 1),
+                                              (float)sqlite3_column_double(st, 2),
+                                              sqlite3_column_int(st, 3)};
+    return 0;
+}
+static const row_type page_type = {sizeof(store_page_row), page_from_row, NULL, "page"};
+
 int store_pages_get(store *s, int64_t doc, store_page_row **rows, int32_t *n) {
     if (!s || !rows || !n) return STORE_ERR_ARG;
     *rows = NULL; *n = 0;
     STORE_LOCK(s);
     sqlite3_stmt *st;
-    store_page_row *arr = NULL;
-    int32_t cnt = 0, cap = 0;
+    void *arr = NULL;
     int rc = store_prepare(s, "SELECT number, width_pt, height_pt, ocr FROM pages WHERE doc=?"
                               " ORDER BY number", &st);
-    if (rc) goto out;
-    sqlite3_bind_int64(st, 1, doc);
-    int step;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)&arr, cnt, &cap, sizeof *arr)) {
-            rc = store_set_err(s, STORE_ERR_NOMEM, "out of memory");
-            break;
-        }
-        arr[cnt++] = (store_page_row){sqlite3_column_int(st, 0), (float)sqlite3_column_double(st, 1),
-                                      (float)sqlite3_column_double(st, 2), sqlite3_column_int(st, 3)};
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, doc);
+        if (!(rc = read_rows(s, st, &page_type, "read pages", &arr, n))) *rows = arr;
     }
-    if (!rc && step != SQLITE_DONE) rc = store_sql_err(s, "read pages");
-    sqlite3_finalize(st);
-    if (rc) { free(arr); goto out; }
-    *rows = arr; *n = cnt;
-out:
     STORE_UNLOCK(s);
     return rc;
 }
 
 #define CHUNK_COLS "id, doc, page, ord, kind, x0, y0, x1, y1, image_id, text, embedding_key FROM chunks"
 
-static int chunk_from_row(sqlite3_stmt *st, store_chunk_row *r) {
+static int chunk_from_row(sqlite3_stmt *st, void *row) {
+    store_chunk_row *r = row;
     memset(r, 0, sizeof *r);
     r->id = sqlite3_column_int64(st, 0);
     r->doc = sqlite3_column_int64(st, 1);
@@ -204,68 +250,38 @@ void store_chunk_row_clear(store_chunk_row *r) {
     memset(r, 0, sizeof *r);
 }
 
-void store_chunks_free(store_chunk_row *rows, int32_t n) {
-    for (int32_t i = 0; rows && i < n; i++) store_chunk_row_clear(&rows[i]);
-    free(rows);
-}
+static void chunk_clear(void *row) { store_chunk_row_clear(row); }
+static const row_type chunk_type = {sizeof(store_chunk_row), chunk_from_row, chunk_clear, "chunk"};
+
+void store_chunks_free(store_chunk_row *rows, int32_t n) { free_rows(&chunk_type, rows, n); }
 
 int store_chunks_get(store *s, int64_t doc, int32_t page, store_chunk_row **rows, int32_t *n) {
     if (!s || !rows || !n) return STORE_ERR_ARG;
     *rows = NULL; *n = 0;
     STORE_LOCK(s);
     sqlite3_stmt *st;
-    store_chunk_row *arr = NULL;
-    int32_t cnt = 0, cap = 0;
+    void *arr = NULL;
     int rc = store_prepare(s, "SELECT " CHUNK_COLS " WHERE doc=?1 AND (?2=0 OR page=?2)"
                               " ORDER BY ord", &st);
-    if (rc) goto out;
-    sqlite3_bind_int64(st, 1, doc);
-    sqlite3_bind_int(st, 2, page);
-    int step;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)&arr, cnt, &cap, sizeof *arr) || chunk_from_row(st, &arr[cnt++])) {
-            rc = store_set_err(s, STORE_ERR_NOMEM, "out of memory");
-            break;
-        }
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, doc);
+        sqlite3_bind_int(st, 2, page);
+        if (!(rc = read_rows(s, st, &chunk_type, "read chunks", &arr, n))) *rows = arr;
     }
-    if (!rc && step != SQLITE_DONE) rc = store_sql_err(s, "read chunks");
-    sqlite3_finalize(st);
-    if (rc) { store_chunks_free(arr, cnt); goto out; }
-    *rows = arr; *n = cnt;
-out:
     STORE_UNLOCK(s);
     return rc;
 }
 
 int store_chunk_get(store *s, int64_t id, store_chunk_row *out) {
     if (!s || !out) return STORE_ERR_ARG;
-    memset(out, 0, sizeof *out);
-    STORE_LOCK(s);
-    sqlite3_stmt *st;
-    int rc = store_prepare(s, "SELECT " CHUNK_COLS " WHERE id=?", &st);
-    if (rc) goto out;
-    sqlite3_bind_int64(st, 1, id);
-    int step = sqlite3_step(st);
-    if (step == SQLITE_ROW) {
-        if (chunk_from_row(st, out)) {
-            store_chunk_row_clear(out);
-            rc = store_set_err(s, STORE_ERR_NOMEM, "out of memory");
-        }
-    } else if (step == SQLITE_DONE) {
-        rc = store_set_err(s, STORE_ERR_NOTFOUND, "no chunk with id %lld", (long long)id);
-    } else {
-        rc = store_sql_err(s, "read chunk");
-    }
-    sqlite3_finalize(st);
-out:
-    STORE_UNLOCK(s);
-    return rc;
+    return read_one(s, "SELECT " CHUNK_COLS " WHERE id=?", &chunk_type, id, out);
 }
 
 #define IMAGE_COLS "id, doc, page, idx, kind, x0, y0, x1, y1, width_px, height_px, preview," \
     " phash, caption_chunk FROM images"
 
-static int image_from_row(sqlite3_stmt *st, store_image_row *r) {
+static int image_from_row(sqlite3_stmt *st, void *row) {
+    store_image_row *r = row;
     memset(r, 0, sizeof *r);
     r->id = sqlite3_column_int64(st, 0);
     r->doc = sqlite3_column_int64(st, 1);
@@ -294,62 +310,31 @@ void store_image_row_clear(store_image_row *r) {
     memset(r, 0, sizeof *r);
 }
 
-void store_images_free(store_image_row *rows, int32_t n) {
-    for (int32_t i = 0; rows && i < n; i++) store_image_row_clear(&rows[i]);
-    free(rows);
-}
+static void image_clear(void *row) { store_image_row_clear(row); }
+static const row_type image_type = {sizeof(store_image_row), image_from_row, image_clear, "image"};
+
+void store_images_free(store_image_row *rows, int32_t n) { free_rows(&image_type, rows, n); }
 
 int store_images_get(store *s, int64_t doc, int32_t page, store_image_row **rows, int32_t *n) {
     if (!s || !rows || !n) return STORE_ERR_ARG;
     *rows = NULL; *n = 0;
     STORE_LOCK(s);
     sqlite3_stmt *st;
-    store_image_row *arr = NULL;
-    int32_t cnt = 0, cap = 0;
+    void *arr = NULL;
     int rc = store_prepare(s, "SELECT " IMAGE_COLS " WHERE doc=?1 AND (?2=0 OR page=?2)"
                               " ORDER BY idx", &st);
-    if (rc) goto out;
-    sqlite3_bind_int64(st, 1, doc);
-    sqlite3_bind_int(st, 2, page);
-    int step;
-    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)&arr, cnt, &cap, sizeof *arr) || image_from_row(st, &arr[cnt++])) {
-            rc = store_set_err(s, STORE_ERR_NOMEM, "out of memory");
-            break;
-        }
+    if (!rc) {
+        sqlite3_bind_int64(st, 1, doc);
+        sqlite3_bind_int(st, 2, page);
+        if (!(rc = read_rows(s, st, &image_type, "read images", &arr, n))) *rows = arr;
     }
-    if (!rc && step != SQLITE_DONE) rc = store_sql_err(s, "read images");
-    sqlite3_finalize(st);
-    if (rc) { store_images_free(arr, cnt); goto out; }
-    *rows = arr; *n = cnt;
-out:
     STORE_UNLOCK(s);
     return rc;
 }
 
 int store_image_get(store *s, int64_t id, store_image_row *out) {
     if (!s || !out) return STORE_ERR_ARG;
-    memset(out, 0, sizeof *out);
-    STORE_LOCK(s);
-    sqlite3_stmt *st;
-    int rc = store_prepare(s, "SELECT " IMAGE_COLS " WHERE id=?", &st);
-    if (rc) goto out;
-    sqlite3_bind_int64(st, 1, id);
-    int step = sqlite3_step(st);
-    if (step == SQLITE_ROW) {
-        if (image_from_row(st, out)) {
-            store_image_row_clear(out);
-            rc = store_set_err(s, STORE_ERR_NOMEM, "out of memory");
-        }
-    } else if (step == SQLITE_DONE) {
-        rc = store_set_err(s, STORE_ERR_NOTFOUND, "no image with id %lld", (long long)id);
-    } else {
-        rc = store_sql_err(s, "read image");
-    }
-    sqlite3_finalize(st);
-out:
-    STORE_UNLOCK(s);
-    return rc;
+    return read_one(s, "SELECT " IMAGE_COLS " WHERE id=?", &image_type, id, out);
 }
 
 int store_counts_get(store *s, store_counts *c) {

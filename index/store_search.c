@@ -147,19 +147,12 @@ out:
 }
 
 /* ---- vectors ----------------------------------------------------------------------- */
-static int check_space(store *s, const char *space, const char *model) {
-    if (!space || (strcmp(space, "text") && strcmp(space, "image")))
-        return store_set_err(s, STORE_ERR_ARG, "vector space must be 'text' or 'image'");
-    if (!model || !*model) return store_set_err(s, STORE_ERR_ARG, "vector model id is empty");
-    return STORE_OK;
-}
-
 int store_vector_get(store *s, int32_t owner_kind, int64_t owner_id, const char *space,
                      const char *model, float *buf, int32_t buflen, int32_t *dim) {
     if (!s) return STORE_ERR_ARG;
     STORE_LOCK(s);
     sqlite3_stmt *st = NULL;
-    int rc = check_space(s, space, model);
+    int rc = store_check_space(s, space, model);
     if (rc) goto out;
     if (!store_owner_name(owner_kind)) { rc = store_set_err(s, STORE_ERR_ARG, "bad owner kind"); goto out; }
     if ((rc = store_prepare(s, "SELECT dim, blob FROM vectors WHERE owner_kind=? AND owner_id=?"
@@ -199,7 +192,7 @@ int store_vectors_foreach(store *s, const char *space, const char *model, int32_
     sqlite3_stmt *st = NULL;
     float *tmp = NULL;
     int32_t tmpcap = 0;
-    int rc = check_space(s, space, model);
+    int rc = store_check_space(s, space, model);
     if (rc) goto out;
     if ((rc = store_prepare(s, "SELECT owner_kind, owner_id, doc, dim, blob FROM vectors"
                                " WHERE space=?1 AND model=?2 AND (?3 IS NULL OR owner_kind=?3)"
@@ -242,7 +235,7 @@ int store_vectors_count(store *s, const char *space, const char *model, int32_t 
     *count = 0;
     STORE_LOCK(s);
     sqlite3_stmt *st = NULL;
-    int rc = check_space(s, space, model);
+    int rc = store_check_space(s, space, model);
     if (rc) goto out;
     if ((rc = store_prepare(s, "SELECT count(*) FROM vectors WHERE space=?1 AND model=?2"
                                " AND (?3 IS NULL OR owner_kind=?3)", &st)))
@@ -302,7 +295,7 @@ static int todo_list(store *s, int image, const char *space, const char *model, 
     sqlite3_stmt *st = NULL;
     store_todo *arr = NULL;
     int32_t cnt = 0;
-    int rc = check_space(s, space, model);
+    int rc = store_check_space(s, space, model);
     if (rc) goto out;
     if (limit <= 0) limit = 64;
     static const char *const sql[2] = {

@@ -315,20 +315,13 @@ out:
     return rc;
 }
 
-static int check_space(store *s, const char *space, const char *model) {
-    if (!space || (strcmp(space, "text") && strcmp(space, "image")))
-        return store_set_err(s, STORE_ERR_ARG, "vector space must be 'text' or 'image'");
-    if (!model || !*model) return store_set_err(s, STORE_ERR_ARG, "vector model id is empty");
-    return STORE_OK;
-}
-
 int store_vectors_put(store *s, const char *space, const char *model, int32_t dim,
                       const store_vec *vecs, int32_t n, int32_t *written) {
     if (!s) return STORE_ERR_ARG;
     STORE_LOCK(s);
     int32_t w = 0;
     sqlite3_stmt *st[2] = {NULL, NULL};
-    int rc = check_space(s, space, model);
+    int rc = store_check_space(s, space, model);
     if (rc) goto out;
     if (dim <= 0 || dim > 65536 || n < 0 || (n && !vecs)) {
         rc = store_set_err(s, STORE_ERR_ARG, "bad vector batch (dim %d, n %d)", dim, n);

@@ -1,12 +1,12 @@
 /* vindex — FAISS HNSW (text) and LSH + exact re-scoring (image) indexes with
  * tombstones and checksummed persistence. See vindex.h for the contract. */
 #include "index/vindex.h"
+#include "index/index_internal.h"
 
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,16 +87,9 @@ struct vindex {
     int64_t gen;      /* store generation reflected (-1 = none) */
 };
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 static void fxerr(char *err, size_t errlen, const char *what) {
     const char *m = faiss_get_last_error();
-    seterr(err, errlen, "%s: %s", what, m ? m : "faiss error");
+    index_set_err(err, errlen, "%s: %s", what, m ? m : "faiss error");
 }
 
 void vindex_opts_default(vindex_opts *o, int32_t kind, int32_t dim) {
@@ -148,25 +141,28 @@ static int make_faiss(const vindex_opts *o, FaissIndex **out, char *err, size_t 
 }
 
 static int check_opts(const vindex_opts *o, char *err, size_t errlen) {
-    if (!o) { seterr(err, errlen, "vindex: no options"); return -1; }
+    if (!o) { index_set_err(err, errlen, "vindex: no options"); return -1; }
     if (o->kind != VINDEX_HNSW && o->kind != VINDEX_LSH) {
-        seterr(err, errlen, "vindex: unknown kind %d", (int)o->kind);
+        index_set_err(err, errlen, "vindex: unknown kind %d", (int)o->kind);
         return -1;
     }
-    if (o->dim < 1 || o->dim > 65536) { seterr(err, errlen, "vindex: bad dim %d", (int)o->dim); return -1; }
+    if (o->dim < 1 || o->dim > 65536) {
+        index_set_err(err, errlen, "vindex: bad dim %d", (int)o->dim);
+        return -1;
+    }
     if (o->kind == VINDEX_HNSW && (o->hnsw_m < 4 || o->hnsw_m > 256 || o->ef_search < 1 ||
                                    o->ef_construction < 1)) {
-        seterr(err, errlen, "vindex: bad HNSW parameters (M %d, efSearch %d)", (int)o->hnsw_m,
-               (int)o->ef_search);
+        index_set_err(err, errlen, "vindex: bad HNSW parameters (M %d, efSearch %d)", (int)o->hnsw_m,
+                      (int)o->ef_search);
         return -1;
     }
     if (o->kind == VINDEX_LSH && (o->lsh_bits < 8 || o->lsh_bits > 4096 || o->lsh_bits % 8)) {
-        seterr(err, errlen, "vindex: LSH bits must be a multiple of 8 in 8..4096, got %d",
-               (int)o->lsh_bits);
+        index_set_err(err, errlen, "vindex: LSH bits must be a multiple of 8 in 8..4096, got %d",
+                      (int)o->lsh_bits);
         return -1;
     }
     if (memchr(o->model_id, 0, sizeof o->model_id) == NULL) {
-        seterr(err, errlen, "vindex: model id not terminated");
+        index_set_err(err, errlen, "vindex: model id not terminated");
         return -1;
     }
     return 0;
@@ -175,7 +171,7 @@ static int check_opts(const vindex_opts *o, char *err, size_t errlen) {
 vindex *vindex_create(const vindex_opts *o, char *err, size_t errlen) {
     if (check_opts(o, err, errlen)) return NULL;
     vindex *v = calloc(1, sizeof *v);
-    if (!v) { seterr(err, errlen, "vindex: out of memory"); return NULL; }
+    if (!v) { index_set_err(err, errlen, "vindex: out of memory"); return NULL; }
     v->o = *o;
     if (v->o.lsh_pool < 1) v->o.lsh_pool = 200;
     if (v->o.search_threads < 1) v->o.search_threads = 1;
@@ -224,7 +220,7 @@ static int add_locked(vindex *v, int64_t n, const int64_t *ids, const float *x, 
     if (n <= 0) return 0;
     for (int64_t i = 0; i < n; i++)
         if (idset_has(&v->all, ids[i]) || ids[i] == IDSET_EMPTY) {
-            seterr(err, errlen, "vindex: id %lld already stored", (long long)ids[i]);
+            index_set_err(err, errlen, "vindex: id %lld already stored", (long long)ids[i]);
             return -1;
         }
     if (v->o.kind == VINDEX_HNSW) {
@@ -241,10 +237,10 @@ static int add_locked(vindex *v, int64_t n, const int64_t *ids, const float *x, 
             int64_t cap = v->cap ? v->cap : 256;
             while (cap < v->n + n) cap *= 2;
             int64_t *ni = realloc(v->ids, (size_t)cap * sizeof *ni);
-            if (!ni) { seterr(err, errlen, "vindex: out of memory"); return -1; }
+            if (!ni) { index_set_err(err, errlen, "vindex: out of memory"); return -1; }
             v->ids = ni;
             float *nv = realloc(v->vecs, (size_t)cap * v->o.dim * sizeof *nv);
-            if (!nv) { seterr(err, errlen, "vindex: out of memory"); return -1; }
+            if (!nv) { index_set_err(err, errlen, "vindex: out of memory"); return -1; }
             v->vecs = nv;
             v->cap = cap;
         }
@@ -258,7 +254,7 @@ static int add_locked(vindex *v, int64_t n, const int64_t *ids, const float *x, 
     }
     for (int64_t i = 0; i < n; i++)
         if (idset_add(&v->all, ids[i]) < 0) {
-            seterr(err, errlen, "vindex: out of memory");
+            index_set_err(err, errlen, "vindex: out of memory");
             return -1;
         }
     return 0;
@@ -267,11 +263,11 @@ static int add_locked(vindex *v, int64_t n, const int64_t *ids, const float *x, 
 static int check_input(const vindex *v, int64_t n, const int64_t *ids, const float *vecs,
                        char *err, size_t errlen) {
     if (n < 0 || (n > 0 && (!ids || !vecs))) {
-        seterr(err, errlen, "vindex: bad arguments");
+        index_set_err(err, errlen, "vindex: bad arguments");
         return -1;
     }
     if (!finite_all(vecs, (size_t)n * v->o.dim)) {
-        seterr(err, errlen, "vindex: vector with NaN or infinity");
+        index_set_err(err, errlen, "vindex: vector with NaN or infinity");
         return -1;
     }
     return 0;
@@ -282,7 +278,7 @@ int vindex_add(vindex *v, int64_t n, const int64_t *ids, const float *vecs, char
     if (!v || check_input(v, n, ids, vecs, err, errlen)) return -1;
     if (n == 0) return 0;
     float *x = normalized_copy(vecs, n, v->o.dim);
-    if (!x) { seterr(err, errlen, "vindex: out of memory"); return -1; }
+    if (!x) { index_set_err(err, errlen, "vindex: out of memory"); return -1; }
     pthread_rwlock_wrlock(&v->lock);
     int rc = add_locked(v, n, ids, x, err, errlen);
     pthread_rwlock_unlock(&v->lock);
@@ -306,7 +302,7 @@ int vindex_build(vindex *v, int64_t n, const int64_t *ids, const float *vecs, ch
                  size_t errlen) {
     if (!v || check_input(v, n, ids, vecs, err, errlen)) return -1;
     float *x = n ? normalized_copy(vecs, n, v->o.dim) : NULL;
-    if (n && !x) { seterr(err, errlen, "vindex: out of memory"); return -1; }
+    if (n && !x) { index_set_err(err, errlen, "vindex: out of memory"); return -1; }
     pthread_rwlock_wrlock(&v->lock);
     int rc = reset_locked(v, err, errlen);
     if (!rc) rc = add_locked(v, n, ids, x, err, errlen);
@@ -340,7 +336,7 @@ static int live_vectors(vindex *v, int64_t **ids_out, float **vecs_out, int64_t 
         ids = (const int64_t *)map;
         if (n) {
             hnsw_buf = malloc((size_t)n * v->o.dim * sizeof *hnsw_buf);
-            if (!hnsw_buf) { seterr(err, errlen, "vindex: out of memory"); return -1; }
+            if (!hnsw_buf) { index_set_err(err, errlen, "vindex: out of memory"); return -1; }
             FaissIndex *sub = faiss_IndexIDMap_sub_index((FaissIndexIDMap *)v->fx);
             if (faiss_Index_reconstruct_n(sub, 0, n, hnsw_buf)) {
                 fxerr(err, errlen, "faiss reconstruct");
@@ -358,7 +354,7 @@ static int live_vectors(vindex *v, int64_t **ids_out, float **vecs_out, int64_t 
     float *ov = malloc((size_t)(n ? n : 1) * v->o.dim * sizeof *ov);
     if (!oi || !ov) {
         free(oi); free(ov); free(hnsw_buf);
-        seterr(err, errlen, "vindex: out of memory");
+        index_set_err(err, errlen, "vindex: out of memory");
         return -1;
     }
     int64_t m = 0;
@@ -408,7 +404,7 @@ static int hnsw_search(vindex *v, const float *q, int32_t k, vindex_hit *out, in
     idx_t *lab = malloc((size_t)fetch * sizeof *lab);
     if (!dist || !lab) {
         free(dist); free(lab);
-        seterr(err, errlen, "vindex: out of memory");
+        index_set_err(err, errlen, "vindex: out of memory");
         return -1;
     }
     int rc = 0;
@@ -450,7 +446,7 @@ static int lsh_search(vindex *v, const float *q, int32_t k, int rescore, vindex_
     if (pool < 10 * (int64_t)k) pool = 10 * (int64_t)k;
     pool += (int64_t)v->dead.n;
     vindex_hit *cand = malloc((size_t)(pool < n ? pool : n) * sizeof *cand);
-    if (!cand) { seterr(err, errlen, "vindex: out of memory"); return -1; }
+    if (!cand) { index_set_err(err, errlen, "vindex: out of memory"); return -1; }
     int64_t m = 0;
     if (rescore && pool >= n) {
         /* the pool would be everything: an exact scan is cheaper than hashing */
@@ -468,7 +464,7 @@ static int lsh_search(vindex *v, const float *q, int32_t k, int rescore, vindex_
     idx_t *lab = malloc((size_t)pool * sizeof *lab);
     if (!dist || !lab) {
         free(dist); free(lab); free(cand);
-        seterr(err, errlen, "vindex: out of memory");
+        index_set_err(err, errlen, "vindex: out of memory");
         return -1;
     }
     int rc = 0;
@@ -503,15 +499,15 @@ static int search_common(vindex *v, const float *query, int32_t k, int rescore,
                          vindex_hit *out, int32_t *nout, char *err, size_t errlen) {
     if (nout) *nout = 0;
     if (!v || !query || !out || !nout || k < 0) {
-        seterr(err, errlen, "vindex: bad search arguments");
+        index_set_err(err, errlen, "vindex: bad search arguments");
         return -1;
     }
     if (k == 0) return 0;
     float *q = normalized_copy(query, 1, v->o.dim);
-    if (!q) { seterr(err, errlen, "vindex: out of memory"); return -1; }
+    if (!q) { index_set_err(err, errlen, "vindex: out of memory"); return -1; }
     if (!finite_all(q, (size_t)v->o.dim)) {
         free(q);
-        seterr(err, errlen, "vindex: query with NaN or infinity");
+        index_set_err(err, errlen, "vindex: query with NaN or infinity");
         return -1;
     }
     /* one OpenMP thread per caller: FAISS would otherwise open a team per query and
@@ -535,7 +531,7 @@ int vindex_search(vindex *v, const float *query, int32_t k, vindex_hit *out, int
 int vindex_search_candidates(vindex *v, const float *query, int32_t k, vindex_hit *out,
                              int32_t *nout, char *err, size_t errlen) {
     if (v && v->o.kind != VINDEX_LSH) {
-        seterr(err, errlen, "vindex: candidate search is for LSH indexes");
+        index_set_err(err, errlen, "vindex: candidate search is for LSH indexes");
         return -1;
     }
     return search_common(v, query, k, 0, out, nout, err, errlen);
@@ -671,7 +667,7 @@ static int file_crc(FILE *f, long from, uint64_t len, uint32_t *crc) {
 static int write_payload(vindex *v, FILE *f, char *err, size_t errlen) {
     /* tombstones first, then (LSH) ids + vectors, then the FAISS index */
     int64_t *dead = malloc((v->dead.n ? v->dead.n : 1) * sizeof *dead);
-    if (!dead) { seterr(err, errlen, "vindex: out of memory"); return -1; }
+    if (!dead) { index_set_err(err, errlen, "vindex: out of memory"); return -1; }
     size_t m = 0;
     for (size_t i = 0; i < v->dead.cap; i++)
         if (v->dead.slot[i] != IDSET_EMPTY) dead[m++] = v->dead.slot[i];
@@ -683,20 +679,20 @@ static int write_payload(vindex *v, FILE *f, char *err, size_t errlen) {
              fwrite(v->ids, sizeof *v->ids, (size_t)v->n, f) == (size_t)v->n &&
              fwrite(v->vecs, sizeof(float) * v->o.dim, (size_t)v->n, f) == (size_t)v->n;
     }
-    if (!ok) { seterr(err, errlen, "vindex: write: %s", strerror(errno)); return -1; }
+    if (!ok) { index_set_err(err, errlen, "vindex: write: %s", strerror(errno)); return -1; }
     if (faiss_write_index(v->fx, f)) { fxerr(err, errlen, "faiss write_index"); return -1; }
     return 0;
 }
 
 int vindex_save(vindex *v, const char *path, uint64_t generation, char *err, size_t errlen) {
-    if (!v || !path) { seterr(err, errlen, "vindex: bad save arguments"); return -1; }
+    if (!v || !path) { index_set_err(err, errlen, "vindex: bad save arguments"); return -1; }
     size_t plen = strlen(path) + 32;
     char *tmp = malloc(plen);
-    if (!tmp) { seterr(err, errlen, "vindex: out of memory"); return -1; }
+    if (!tmp) { index_set_err(err, errlen, "vindex: out of memory"); return -1; }
     snprintf(tmp, plen, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w+b");
     if (!f) {
-        seterr(err, errlen, "vindex: cannot write %s: %s", tmp, strerror(errno));
+        index_set_err(err, errlen, "vindex: cannot write %s: %s", tmp, strerror(errno));
         free(tmp);
         return -1;
     }
@@ -729,11 +725,11 @@ int vindex_save(vindex *v, const char *path, uint64_t generation, char *err, siz
                     rc = 0;
             }
         }
-        if (rc) seterr(err, errlen, "vindex: write %s: %s", tmp, strerror(errno));
+        if (rc) index_set_err(err, errlen, "vindex: write %s: %s", tmp, strerror(errno));
     }
-    if (fclose(f) && !rc) { seterr(err, errlen, "vindex: close: %s", strerror(errno)); rc = -1; }
+    if (fclose(f) && !rc) { index_set_err(err, errlen, "vindex: close: %s", strerror(errno)); rc = -1; }
     if (!rc && rename(tmp, path)) {
-        seterr(err, errlen, "vindex: rename to %s: %s", path, strerror(errno));
+        index_set_err(err, errlen, "vindex: rename to %s: %s", path, strerror(errno));
         rc = -1;
     }
     if (rc) unlink(tmp);
@@ -752,12 +748,15 @@ static int read_payload(vindex *v, FILE *f, const vx_header *h, char *err, size_
         v->n = v->cap = (int64_t)h->count;
         v->ids = malloc((size_t)(v->n ? v->n : 1) * sizeof *v->ids);
         v->vecs = malloc((size_t)(v->n ? v->n : 1) * v->o.dim * sizeof *v->vecs);
-        if (!v->ids || !v->vecs) { seterr(err, errlen, "vindex: out of memory"); return -1; }
+        if (!v->ids || !v->vecs) { index_set_err(err, errlen, "vindex: out of memory"); return -1; }
         if (fread(v->ids, sizeof *v->ids, (size_t)v->n, f) != (size_t)v->n ||
             fread(v->vecs, sizeof(float) * v->o.dim, (size_t)v->n, f) != (size_t)v->n)
             goto trunc;
         for (int64_t i = 0; i < v->n; i++)
-            if (idset_add(&v->all, v->ids[i]) < 0) { seterr(err, errlen, "vindex: out of memory"); return -1; }
+            if (idset_add(&v->all, v->ids[i]) < 0) {
+                index_set_err(err, errlen, "vindex: out of memory");
+                return -1;
+            }
     }
     FaissIndex *fx = NULL;
     if (faiss_read_index(f, 0, &fx)) { fxerr(err, errlen, "faiss read_index"); return -1; }
@@ -782,12 +781,12 @@ static int read_payload(vindex *v, FILE *f, const vx_header *h, char *err, size_
                faiss_Index_is_trained(fx) == trained;
     }
     if (!good || v->all.n != h->count) {
-        seterr(err, errlen, "vindex: index file contents do not match its header");
+        index_set_err(err, errlen, "vindex: index file contents do not match its header");
         return -1;
     }
     return 0;
 trunc:
-    seterr(err, errlen, "vindex: index file truncated");
+    index_set_err(err, errlen, "vindex: index file truncated");
     return -1;
 }
 
@@ -795,32 +794,33 @@ vindex *vindex_load(const char *path, const vindex_opts *expect, uint64_t *gener
                     char *err, size_t errlen) {
     if (!path || check_opts(expect, err, errlen)) return NULL;
     FILE *f = fopen(path, "rb");
-    if (!f) { seterr(err, errlen, "vindex: %s: %s", path, strerror(errno)); return NULL; }
+    if (!f) { index_set_err(err, errlen, "vindex: %s: %s", path, strerror(errno)); return NULL; }
     unsigned char hb[VX_HDR];
     vx_header h;
     struct stat st;
     vindex *v = NULL;
     uint32_t crc = 0;
     if (fread(hb, 1, VX_HDR, f) != VX_HDR || fstat(fileno(f), &st)) {
-        seterr(err, errlen, "vindex: %s: too short", path);
+        index_set_err(err, errlen, "vindex: %s: too short", path);
         goto out;
     }
     hdr_unpack(&h, hb);
     if (memcmp(h.magic, VX_MAGIC, 8) || h.version != VX_VERSION) {
-        seterr(err, errlen, "vindex: %s: not an mmrag index file (or another version)", path);
+        index_set_err(err, errlen, "vindex: %s: not an mmrag index file (or another version)", path);
         goto out;
     }
     if ((uint64_t)st.st_size != VX_HDR + h.payload_len ||
         file_crc(f, VX_HDR, h.payload_len, &crc) || crc != h.crc) {
-        seterr(err, errlen, "vindex: %s: checksum mismatch (corrupt or truncated)", path);
+        index_set_err(err, errlen, "vindex: %s: checksum mismatch (corrupt or truncated)", path);
         goto out;
     }
     if ((int32_t)h.kind != expect->kind || (int32_t)h.dim != expect->dim ||
         (expect->kind == VINDEX_LSH && (int32_t)h.bits != expect->lsh_bits) ||
         (expect->kind == VINDEX_HNSW && (int32_t)h.m != expect->hnsw_m) ||
         (expect->model_id[0] && strcmp(h.model_id, expect->model_id))) {
-        seterr(err, errlen, "vindex: %s: built for another configuration (kind %u dim %u model '%s')",
-               path, h.kind, h.dim, h.model_id);
+        index_set_err(err, errlen,
+                      "vindex: %s: built for another configuration (kind %u dim %u model '%s')",
+                      path, h.kind, h.dim, h.model_id);
         goto out;
     }
     vindex_opts o = *expect;

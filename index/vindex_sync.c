@@ -2,23 +2,15 @@
  * (load / rebuild / incremental catch-up by generation). See vindex.h. */
 #include "index/store.h"
 #include "index/vindex.h"
+#include "index/index_internal.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* more than this fraction dead after a catch-up: rebuild instead */
 #define DEAD_REBUILD_FRACTION 0.2
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 int vindex_store_file(store *s, const char *space, int32_t kind, char *buf, size_t len) {
     const char *db = store_path(s);
@@ -89,18 +81,18 @@ static int scan(store *s, const char *space, const char *model, collect *c, int6
     /* the generation read before the scan: if the store moves meanwhile, the next sync
      * sees a newer generation and catches up */
     if (store_generation(s, gen) != STORE_OK) {
-        seterr(err, errlen, "vindex: %s", store_errmsg(s));
+        index_set_err(err, errlen, "vindex: %s", store_errmsg(s));
         return -1;
     }
     int rc = store_vectors_foreach(s, space, model, owner_for(space), collect_cb, c);
     if (c->bad_dim) {
-        seterr(err, errlen, "vindex: %s vectors of model %s have mixed or unexpected dims",
-               space, model);
+        index_set_err(err, errlen, "vindex: %s vectors of model %s have mixed or unexpected dims",
+                      space, model);
         return -1;
     }
-    if (c->oom) { seterr(err, errlen, "vindex: out of memory reading vectors"); return -1; }
+    if (c->oom) { index_set_err(err, errlen, "vindex: out of memory reading vectors"); return -1; }
     if (rc) {
-        seterr(err, errlen, "vindex: reading vectors: %s", store_errmsg(s));
+        index_set_err(err, errlen, "vindex: reading vectors: %s", store_errmsg(s));
         return -1;
     }
     return 0;
@@ -140,10 +132,13 @@ int vindex_sync_store(vindex *v, store *s, const char *space, const char *model,
     vindex_sync_info dummy;
     if (!info) info = &dummy;
     memset(info, 0, sizeof *info);
-    if (!v || !s || !space || !model) { seterr(err, errlen, "vindex: bad sync arguments"); return -1; }
+    if (!v || !s || !space || !model) {
+        index_set_err(err, errlen, "vindex: bad sync arguments");
+        return -1;
+    }
     int64_t gen = 0;
     if (store_generation(s, &gen) != STORE_OK) {
-        seterr(err, errlen, "vindex: %s", store_errmsg(s));
+        index_set_err(err, errlen, "vindex: %s", store_errmsg(s));
         return -1;
     }
     info->generation = gen;
@@ -188,7 +183,10 @@ int vindex_rebuild_store(vindex *v, store *s, const char *space, const char *mod
     vindex_sync_info dummy;
     if (!info) info = &dummy;
     memset(info, 0, sizeof *info);
-    if (!v || !s || !space || !model) { seterr(err, errlen, "vindex: bad rebuild arguments"); return -1; }
+    if (!v || !s || !space || !model) {
+        index_set_err(err, errlen, "vindex: bad rebuild arguments");
+        return -1;
+    }
     int rc = rebuild_from(v, s, space, model, info, err, errlen);
     if (!rc) snprintf(info->why, sizeof info->why, "compaction requested");
     return rc;
@@ -208,9 +206,12 @@ int vindex_open_store(store *s, const char *space, const char *model, const vind
     if (!info) info = &dummy;
     memset(info, 0, sizeof *info);
     if (out) *out = NULL;
-    if (!s || !space || !model || !o || !out) { seterr(err, errlen, "vindex: bad open arguments"); return -1; }
+    if (!s || !space || !model || !o || !out) {
+        index_set_err(err, errlen, "vindex: bad open arguments");
+        return -1;
+    }
     if (strcmp(space, "text") && strcmp(space, "image")) {
-        seterr(err, errlen, "vindex: unknown space '%s' (text or image)", space);
+        index_set_err(err, errlen, "vindex: unknown space '%s' (text or image)", space);
         return -1;
     }
     vindex_opts want = *o;
@@ -222,7 +223,7 @@ int vindex_open_store(store *s, const char *space, const char *model, const vind
     }
     char path[4096];
     if (vindex_store_file(s, space, want.kind, path, sizeof path)) {
-        seterr(err, errlen, "vindex: database path too long");
+        index_set_err(err, errlen, "vindex: database path too long");
         return -1;
     }
     char why[256] = "";

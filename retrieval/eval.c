@@ -14,11 +14,11 @@
  * so the ideal DCG is 1). Each question runs under four source sets: bm25, text, image,
  * fused (all three, adaptive weights). */
 #include "retrieval/retrieval.h"
+#include "retrieval/retrieval_internal.h"
 
 #include <ctype.h>
 #include <jansson.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,14 +26,6 @@
 #define NCFG 4
 static const char *const cfg_name[NCFG] = {"bm25", "text", "image", "fused"};
 static const int cfg_mask[NCFG] = {RETR_USE_BM25, RETR_USE_TEXT, RETR_USE_IMAGE, RETR_USE_ALL};
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* lowercase, whitespace runs -> one space */
 static char *squash(const char *s) {
@@ -127,13 +119,13 @@ int retr_eval_file(retriever *r, const char *path, int json, void *out_file,
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
     if (!root) {
-        seterr(err, errlen, "eval: %s: %s (line %d)", path, je.text, je.line);
+        retrieval_set_err(err, errlen, "eval: %s: %s (line %d)", path, je.text, je.line);
         return -1;
     }
     json_t *qs = json_object_get(root, "questions");
     if (!json_is_array(qs) || json_array_size(qs) == 0) {
         json_decref(root);
-        seterr(err, errlen, "eval: %s: no \"questions\" array", path);
+        retrieval_set_err(err, errlen, "eval: %s: no \"questions\" array", path);
         return -1;
     }
     retr_eval_row tot[NCFG] = {{0}};
@@ -153,7 +145,7 @@ int retr_eval_file(retriever *r, const char *path, int json, void *out_file,
         const char *type = json_string_value(json_object_get(q, "type"));
         json_t *answers = json_object_get(q, "answers");
         if (!query || !json_is_array(answers)) {
-            seterr(err, errlen, "eval: question %zu: needs \"query\" and \"answers\"", qi + 1);
+            retrieval_set_err(err, errlen, "eval: question %zu: needs \"query\" and \"answers\"", qi + 1);
             rc = -1;
             break;
         }

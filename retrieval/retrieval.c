@@ -2,10 +2,10 @@
  * filtered against the store), fusion and citations. See retrieval.h. */
 #include "retrieval/retrieval.h"
 #include "vision/vision.h"
+#include "retrieval/retrieval_internal.h"
 
 #include <ctype.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,14 +19,6 @@ struct retriever {
     pthread_mutex_t sync_mu;
 };
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -39,8 +31,8 @@ int retr_textenc_encode(void *user, const char *text, float *out, int32_t dim, c
                         size_t errlen) {
     textenc *te = user;
     if (!te || textenc_dim(te) != dim) {
-        seterr(err, errlen, "retrieval: text encoder missing or dim %d != %d", te ? textenc_dim(te) : 0,
-               (int)dim);
+        retrieval_set_err(err, errlen, "retrieval: text encoder missing or dim %d != %d",
+                          te ? textenc_dim(te) : 0, (int)dim);
         return -1;
     }
     const char *t[1] = {text ? text : ""};
@@ -49,9 +41,9 @@ int retr_textenc_encode(void *user, const char *text, float *out, int32_t dim, c
 
 int retr_create(store *s, const retr_config *c, retriever **out, char *err, size_t errlen) {
     *out = NULL;
-    if (!s || !c) { seterr(err, errlen, "retrieval: no store or config"); return -1; }
+    if (!s || !c) { retrieval_set_err(err, errlen, "retrieval: no store or config"); return -1; }
     retriever *r = calloc(1, sizeof *r);
-    if (!r) { seterr(err, errlen, "retrieval: out of memory"); return -1; }
+    if (!r) { retrieval_set_err(err, errlen, "retrieval: out of memory"); return -1; }
     r->s = s;
     r->c = *c;
     pthread_mutex_init(&r->sync_mu, NULL);
@@ -85,23 +77,23 @@ void retr_free(retriever *r) {
     free(r);
 }
 
-static int sync_indexes(retriever *r, char *err, size_t errlen) {
+/* Bring the text index, then the image index, up to date with the store through `update`
+ * (vindex_sync_store: catch up; vindex_rebuild_store: compact), one caller at a time. */
+static int update_indexes(retriever *r,
+                          int (*update)(vindex *, store *, const char *, const char *,
+                                        vindex_sync_info *, char *, size_t),
+                          char *err, size_t errlen) {
     int rc = 0;
     pthread_mutex_lock(&r->sync_mu);
-    if (r->vt) rc = vindex_sync_store(r->vt, r->s, "text", r->text_model, NULL, err, errlen);
-    if (!rc && r->vi) rc = vindex_sync_store(r->vi, r->s, "image", r->image_model, NULL, err, errlen);
+    if (r->vt) rc = update(r->vt, r->s, "text", r->text_model, NULL, err, errlen);
+    if (!rc && r->vi) rc = update(r->vi, r->s, "image", r->image_model, NULL, err, errlen);
     pthread_mutex_unlock(&r->sync_mu);
     return rc;
 }
 
 int retr_compact(retriever *r, char *err, size_t errlen) {
     if (!r) return -1;
-    int rc = 0;
-    pthread_mutex_lock(&r->sync_mu);
-    if (r->vt) rc = vindex_rebuild_store(r->vt, r->s, "text", r->text_model, NULL, err, errlen);
-    if (!rc && r->vi) rc = vindex_rebuild_store(r->vi, r->s, "image", r->image_model, NULL, err, errlen);
-    pthread_mutex_unlock(&r->sync_mu);
-    return rc;
+    return update_indexes(r, vindex_rebuild_store, err, errlen);
 }
 
 store *retr_store(retriever *r) { return r ? r->s : NULL; }
@@ -237,7 +229,7 @@ static int vector_list(retriever *r, vindex *v, int src, const float *q, const r
     for (;;) {
         if (fetch > size) fetch = size;
         vindex_hit *h = malloc((size_t)fetch * sizeof *h);
-        if (!h) { seterr(err, errlen, "retrieval: out of memory"); return -1; }
+        if (!h) { retrieval_set_err(err, errlen, "retrieval: out of memory"); return -1; }
         int32_t nh = 0;
         if (vindex_search(v, q, (int32_t)fetch, h, &nh, err, errlen)) { free(h); return -1; }
         *nlist = 0;
@@ -271,7 +263,7 @@ static int bm25_list(retriever *r, const char *query, const retr_opts *o, cands 
     store_hit *h = NULL;
     int32_t n = 0;
     if (store_search_bm25(r->s, query, &so, &h, &n) != STORE_OK) {
-        seterr(err, errlen, "retrieval: %s", store_errmsg(r->s));
+        retrieval_set_err(err, errlen, "retrieval: %s", store_errmsg(r->s));
         return -1;
     }
     for (int32_t i = 0; i < n; i++) {
@@ -338,7 +330,7 @@ int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
                     const float *qvec_image, const retr_opts *o_in, retr_result *res,
                     char *err, size_t errlen) {
     memset(res, 0, sizeof *res);
-    if (!r) { seterr(err, errlen, "retrieval: no retriever"); return -1; }
+    if (!r) { retrieval_set_err(err, errlen, "retrieval: no retriever"); return -1; }
     retr_opts o;
     if (o_in) o = *o_in; else retr_opts_default(&o);
     if (o.k <= 0) o.k = 10;
@@ -347,7 +339,7 @@ int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
     if (!query) query = "";
     retr_adapt_weights(query, &o, &res->weights);
     const float *w = res->weights.w;
-    if (sync_indexes(r, err, errlen)) return -1;
+    if (update_indexes(r, vindex_sync_store, err, errlen)) return -1;
 
     double t0 = now_ms();
     float *qt = NULL, *qi = NULL;
@@ -378,7 +370,10 @@ int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
     int64_t *lists[RETR_NSRC];
     int32_t nl[RETR_NSRC] = {0};
     for (int s = 0; s < RETR_NSRC; s++) lists[s] = malloc((size_t)o.depth * sizeof(int64_t));
-    if (!lists[0] || !lists[1] || !lists[2]) { seterr(err, errlen, "retrieval: out of memory"); rc = -1; }
+    if (!lists[0] || !lists[1] || !lists[2]) {
+        retrieval_set_err(err, errlen, "retrieval: out of memory");
+        rc = -1;
+    }
     if (!rc && want_text && qvec_text)
         rc = vector_list(r, r->vt, RETR_SRC_TEXT, qvec_text, &o, &cs, lists[0], &nl[0], err, errlen);
     if (!rc && want_image && qvec_image)
@@ -387,11 +382,11 @@ int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
         rc = bm25_list(r, query, &o, &cs, lists[2], &nl[2], err, errlen);
     retr_fused *f = rc ? NULL : malloc((size_t)o.k * sizeof *f);
     int32_t nf = 0;
-    if (!rc && !f) { seterr(err, errlen, "retrieval: out of memory"); rc = -1; }
+    if (!rc && !f) { retrieval_set_err(err, errlen, "retrieval: out of memory"); rc = -1; }
     if (!rc) nf = retr_fuse((const int64_t *const *)lists, nl, &res->weights, o.rrf_k, f, o.k);
     if (!rc && nf > 0) {
         res->hits = calloc((size_t)nf, sizeof *res->hits);
-        if (!res->hits) { seterr(err, errlen, "retrieval: out of memory"); rc = -1; }
+        if (!res->hits) { retrieval_set_err(err, errlen, "retrieval: out of memory"); rc = -1; }
     }
     for (int32_t i = 0; !rc && i < nf; i++) {
         cand *c = cands_find(&cs, f[i].id);

@@ -2,21 +2,13 @@
  * embeddings resampled bicubically to the actual grid) and a causal text tower; both end
  * in a projection and L2 normalization. Loads Hugging Face or OpenCLIP safetensors. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <jansson.h>
 
 #include "vision/clip_internal.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+#include "vision/vision_internal.h"
 
 /* ---- loading ------------------------------------------------------------------- */
 typedef struct {
@@ -36,13 +28,13 @@ static float *load(loader *ld, const char *name, int64_t expect) {
     if (ld->rc) return NULL;
     char e[256] = "";
     if (!find(ld, name)) {
-        seterr(ld->err, ld->errlen, "clip: tensor %s missing", name);
+        vision_set_err(ld->err, ld->errlen, "clip: tensor %s missing", name);
         ld->rc = VISION_FORMAT;
         return NULL;
     }
     float *p = mf_safetensors_load_f32(ld->f, name, expect, e, sizeof e);
     if (!p) {
-        seterr(ld->err, ld->errlen, "clip: %s: %s", name, e);
+        vision_set_err(ld->err, ld->errlen, "clip: %s: %s", name, e);
         ld->rc = VISION_FORMAT;
     }
     return p;
@@ -54,7 +46,7 @@ static float *transpose(loader *ld, float *p, int64_t rows, int64_t cols) {
     float *t = malloc((size_t)rows * cols * sizeof *t);
     if (!t) {
         free(p);
-        seterr(ld->err, ld->errlen, "clip: out of memory");
+        vision_set_err(ld->err, ld->errlen, "clip: out of memory");
         ld->rc = VISION_NOMEM;
         return NULL;
     }
@@ -71,7 +63,7 @@ static float *concat3(loader *ld, float *a, float *b, float *c, int64_t n) {
         memcpy(o + n, b, (size_t)n * sizeof *o);
         memcpy(o + 2 * n, c, (size_t)n * sizeof *o);
     } else if (a && b && c) {
-        seterr(ld->err, ld->errlen, "clip: out of memory");
+        vision_set_err(ld->err, ld->errlen, "clip: out of memory");
         ld->rc = VISION_NOMEM;
     }
     free(a);
@@ -149,7 +141,7 @@ static void load_tower(loader *ld, const char *prefix, int64_t D, clip_tower *t)
     snprintf(n, sizeof n, "%s.0.%s", prefix, ld->openclip ? "mlp.c_fc.weight" : "mlp.fc1.weight");
     int64_t F = dim_of(ld, n, 0);
     if (layers == 0 || F <= 0) {
-        seterr(ld->err, ld->errlen, "clip: no transformer layers under %s", prefix);
+        vision_set_err(ld->err, ld->errlen, "clip: no transformer layers under %s", prefix);
         ld->rc = VISION_FORMAT;
         return;
     }
@@ -157,7 +149,7 @@ static void load_tower(loader *ld, const char *prefix, int64_t D, clip_tower *t)
     t->mlp = (int32_t)F;
     t->L = calloc((size_t)layers, sizeof *t->L);
     if (!t->L) {
-        seterr(ld->err, ld->errlen, "clip: out of memory");
+        vision_set_err(ld->err, ld->errlen, "clip: out of memory");
         ld->rc = VISION_NOMEM;
         return;
     }
@@ -244,8 +236,9 @@ static void load_vision(loader *ld, clip_model *m) {
     const mf_tensor *tc = find(ld, cls), *tp = find(ld, pw), *tq = find(ld, pos), *tj = find(ld, proj);
     if (!tc || !tp || !tq || !tj || tp->n_dims != 4 || tq->n_dims != 2 || tj->n_dims != 2 ||
         tp->shape[1] != 3 || tp->shape[2] != tp->shape[3]) {
-        seterr(ld->err, ld->errlen, "clip: image tower tensors missing or misshapen (%s, %s, %s, %s)",
-               cls, pw, pos, proj);
+        vision_set_err(ld->err, ld->errlen,
+                       "clip: image tower tensors missing or misshapen (%s, %s, %s, %s)", cls, pw,
+                       pos, proj);
         ld->rc = VISION_FORMAT;
         return;
     }
@@ -254,8 +247,8 @@ static void load_vision(loader *ld, clip_model *m) {
     int64_t E = oc ? tj->shape[1] : tj->shape[0];
     if (N < 2 || g * g != N - 1 || tq->shape[1] != D || (oc ? tj->shape[0] : tj->shape[1]) != D ||
         D <= 0 || p <= 0 || E <= 0 || E > CLIP_MAX_DIM) {
-        seterr(ld->err, ld->errlen, "clip: inconsistent image tower shapes (width %lld, "
-               "patch %lld, positions %lld)", (long long)D, (long long)p, (long long)N);
+        vision_set_err(ld->err, ld->errlen, "clip: inconsistent image tower shapes (width %lld, "
+                       "patch %lld, positions %lld)", (long long)D, (long long)p, (long long)N);
         ld->rc = VISION_FORMAT;
         return;
     }
@@ -283,16 +276,16 @@ static void load_text(loader *ld, clip_model *m) {
     const mf_tensor *tt = find(ld, tok), *tq = find(ld, pos), *tj = find(ld, proj);
     if (!tt) return;
     if (!tq || !tj || tt->n_dims != 2 || tq->n_dims != 2 || tj->n_dims != 2) {
-        seterr(ld->err, ld->errlen, "clip: text tower tensors missing or misshapen");
+        vision_set_err(ld->err, ld->errlen, "clip: text tower tensors missing or misshapen");
         ld->rc = VISION_FORMAT;
         return;
     }
     int64_t V = tt->shape[0], D = tt->shape[1], ctx = tq->shape[0];
     int64_t E = oc ? tj->shape[1] : tj->shape[0], Din = oc ? tj->shape[0] : tj->shape[1];
     if (V < CLIP_EOT + 1 || tq->shape[1] != D || Din != D || E != m->proj_dim || ctx < 2) {
-        seterr(ld->err, ld->errlen, "clip: inconsistent text tower shapes (vocab %lld, width "
-               "%lld, projection %lld vs image %d)", (long long)V, (long long)D, (long long)E,
-               m->proj_dim);
+        vision_set_err(ld->err, ld->errlen, "clip: inconsistent text tower shapes (vocab %lld, width "
+                       "%lld, projection %lld vs image %d)", (long long)V, (long long)D, (long long)E,
+                       m->proj_dim);
         ld->rc = VISION_FORMAT;
         return;
     }
@@ -311,8 +304,8 @@ static void load_text(loader *ld, clip_model *m) {
 
 static int check_heads(const clip_tower *t, const char *which, char *err, size_t errlen) {
     if (t->heads <= 0 || t->width % t->heads || t->eps <= 0) {
-        seterr(err, errlen, "clip: %s tower: width %d not divisible by %d heads", which,
-               t->width, t->heads);
+        vision_set_err(err, errlen, "clip: %s tower: width %d not divisible by %d heads", which,
+                       t->width, t->heads);
         return VISION_FORMAT;
     }
     return VISION_OK;
@@ -327,13 +320,13 @@ int clip_create(const char *path, kern_pool *pool, clip_model **out, char *err, 
         FILE *fp = fopen(path, "rb");
         int io = !fp;
         if (fp) fclose(fp);
-        seterr(err, errlen, "clip: %s: %s", path, e);
+        vision_set_err(err, errlen, "clip: %s: %s", path, e);
         return io ? VISION_IO : VISION_FORMAT;
     }
     clip_model *m = calloc(1, sizeof *m);
     if (!m) {
         mf_safetensors_close(f);
-        seterr(err, errlen, "clip: out of memory");
+        vision_set_err(err, errlen, "clip: out of memory");
         return VISION_NOMEM;
     }
     m->pool = pool;

@@ -14,13 +14,13 @@
  * Latin-1, Latin Extended-A, Greek, Cyrillic, Armenian, Latin Extended Additional and
  * fullwidth Latin. Single words longer than MAX_WORD bytes are cut into MAX_WORD pieces
  * so that BPE time stays bounded. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
 
 #include "vision/clip.h"
+#include "vision/vision_internal.h"
 
 #define N_MERGES 48894
 #define N_VOCAB 49408
@@ -39,14 +39,6 @@ struct clip_bpe {
     int32_t *merged;     /* rank -> id of the merged token */
     int32_t byte_id[256];
 };
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* ---- hash maps -------------------------------------------------------------- */
 static uint64_t mix64(uint64_t x) {
@@ -105,36 +97,6 @@ static int32_t strmap_get(const strmap *m, const char *k) {
         i = (i + 1) & (m->cap - 1);
     }
     return -1;
-}
-
-/* ---- UTF-8 ------------------------------------------------------------------- */
-static int utf8_put(uint32_t cp, char *o) {
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (char)(0xC0 | cp >> 6); o[1] = (char)(0x80 | (cp & 63)); return 2; }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | cp >> 12); o[1] = (char)(0x80 | ((cp >> 6) & 63));
-        o[2] = (char)(0x80 | (cp & 63));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | cp >> 18); o[1] = (char)(0x80 | ((cp >> 12) & 63));
-    o[2] = (char)(0x80 | ((cp >> 6) & 63)); o[3] = (char)(0x80 | (cp & 63));
-    return 4;
-}
-
-/* Decode one code point at s (n bytes left); invalid bytes decode as U+FFFD, length 1. */
-static int utf8_get(const unsigned char *s, size_t n, uint32_t *cp) {
-    unsigned c = s[0];
-    int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (!len || (size_t)len > n) { *cp = 0xFFFD; return 1; }
-    uint32_t v = len == 1 ? c : len == 2 ? c & 31 : len == 3 ? c & 15 : c & 7;
-    for (int i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) { *cp = 0xFFFD; return 1; }
-        v = v << 6 | (s[i] & 63);
-    }
-    static const uint32_t minv[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (v < minv[len] || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) { *cp = 0xFFFD; return 1; }
-    *cp = v;
-    return len;
 }
 
 /* ---- Unicode classes (approximate, see the file comment) ----------------------- */
@@ -242,7 +204,7 @@ static void html_unescape(const char *in, char *out) {
         }
         if (!ok) { *o++ = *in++; continue; }
         char buf[4];
-        int n = utf8_put(cp, buf);
+        int n = vision_utf8_put(cp, buf);
         if (n > p - in) { *o++ = *in++; continue; } /* cannot happen: refs are >= 4 bytes */
         memcpy(o, buf, (size_t)n);
         o += n;
@@ -265,13 +227,13 @@ static char *clean_text(const char *text) {
     size_t left = strlen(a);
     while (left) {
         uint32_t cp;
-        int len = utf8_get(s, left, &cp);
+        int len = vision_utf8_get(s, left, &cp);
         s += len;
         left -= (size_t)len;
         if (is_space(cp)) { pending_space = o != b; continue; }
         if (pending_space) { *o++ = ' '; pending_space = 0; }
-        if (cp == 0x130) { o += utf8_put('i', o); o += utf8_put(0x307, o); continue; }
-        o += utf8_put(to_lower(cp), o);
+        if (cp == 0x130) { o += vision_utf8_put('i', o); o += vision_utf8_put(0x307, o); continue; }
+        o += vision_utf8_put(to_lower(cp), o);
     }
     *o = 0;
     free(a);
@@ -305,7 +267,7 @@ void clip_bpe_free(clip_bpe *t) {
 static int read_merges(const char *path, char **lines_out, size_t *bytes, char *err, size_t errlen) {
     gzFile gz = gzopen(path, "rb");
     if (!gz) {
-        seterr(err, errlen, "clip: cannot open BPE merges %s", path);
+        vision_set_err(err, errlen, "clip: cannot open BPE merges %s", path);
         return VISION_IO;
     }
     size_t cap = 1 << 20, len = 0;
@@ -317,7 +279,7 @@ static int read_merges(const char *path, char **lines_out, size_t *bytes, char *
         if (first) { first = 0; continue; } /* header ("#version: 0.2"), skipped like the reference */
         char *sp = strchr(line, ' ');
         if (!sp || sp == line || !sp[1] || strchr(sp + 1, ' ')) {
-            seterr(err, errlen, "clip: BPE merges line %d is not \"a b\"", n + 2);
+            vision_set_err(err, errlen, "clip: BPE merges line %d is not \"a b\"", n + 2);
             rc = VISION_FORMAT;
             break;
         }
@@ -333,16 +295,16 @@ static int read_merges(const char *path, char **lines_out, size_t *bytes, char *
     int gzerr = 0;
     const char *gzmsg = gzerror(gz, &gzerr);
     if (!rc && gzerr < 0) {
-        seterr(err, errlen, "clip: BPE merges %s: %s", path, gzmsg);
+        vision_set_err(err, errlen, "clip: BPE merges %s: %s", path, gzmsg);
         rc = VISION_FORMAT;
     }
     gzclose(gz);
     if (!buf) {
-        seterr(err, errlen, "clip: out of memory reading BPE merges");
+        vision_set_err(err, errlen, "clip: out of memory reading BPE merges");
         return VISION_NOMEM;
     }
     if (!rc && n < N_MERGES) {
-        seterr(err, errlen, "clip: BPE merges %s has %d merges, need %d", path, n, N_MERGES);
+        vision_set_err(err, errlen, "clip: BPE merges %s has %d merges, need %d", path, n, N_MERGES);
         rc = VISION_FORMAT;
     }
     if (rc) { free(buf); return rc; }
@@ -373,7 +335,7 @@ int clip_bpe_create(const char *merges_gz_path, clip_bpe **out, char *err, size_
     sm.vals = calloc(sm.cap, sizeof *sm.vals);
     if (!t || !t->tokens || !t->arena || !t->merged || !sm.keys || !sm.vals ||
         u64map_init(&t->ranks, N_MERGES)) {
-        seterr(err, errlen, "clip: out of memory loading BPE");
+        vision_set_err(err, errlen, "clip: out of memory loading BPE");
         rc = VISION_NOMEM;
         goto done;
     }
@@ -384,7 +346,7 @@ int clip_bpe_create(const char *merges_gz_path, clip_bpe **out, char *err, size_
     for (int i = 0; i < 512; i++) {
         int b = order[i % 256];
         t->tokens[i] = a;
-        a += utf8_put(cp_of[b], a);
+        a += vision_utf8_put(cp_of[b], a);
         if (i >= 256) { memcpy(a, "</w>", 4); a += 4; }
         *a++ = 0;
         if (i < 256) t->byte_id[b] = i;
@@ -414,7 +376,7 @@ int clip_bpe_create(const char *merges_gz_path, clip_bpe **out, char *err, size_
         left[sp - ln] = 0;
         int32_t ia = strmap_get(&sm, left), ib = strmap_get(&sm, sp + 1);
         if (ia < 0 || ib < 0) {
-            seterr(err, errlen, "clip: BPE merge %d (%s) uses an unknown token", r + 1, ln);
+            vision_set_err(err, errlen, "clip: BPE merge %d (%s) uses an unknown token", r + 1, ln);
             rc = VISION_FORMAT;
             goto done;
         }
@@ -471,7 +433,7 @@ int clip_bpe_encode(const clip_bpe *t, const char *text, int32_t *ids, int32_t m
     size_t left = strlen(s);
     while (*p && n < cap) {
         uint32_t cp;
-        int len = utf8_get((const unsigned char *)p, left, &cp);
+        int len = vision_utf8_get((const unsigned char *)p, left, &cp);
         size_t take = 0;
         int32_t special = -1;
         if (cp == ' ') { p++; left--; continue; }
@@ -485,7 +447,7 @@ int clip_bpe_encode(const clip_bpe *t, const char *text, int32_t *ids, int32_t m
             size_t q = 0;
             while (q < left) {
                 uint32_t c2;
-                int l2 = utf8_get((const unsigned char *)p + q, left - q, &c2);
+                int l2 = vision_utf8_get((const unsigned char *)p + q, left - q, &c2);
                 if (c2 == ' ' || is_letter(c2) != letters || (!letters && is_number(c2))) break;
                 q += (size_t)l2;
             }

@@ -3,20 +3,12 @@
  * (pooled at the highest token id, i.e. <|endoftext|>). Scratch is per call: one model
  * serves several threads (each with its own pool or NULL). */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "vision/clip_internal.h"
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
+#include "vision/vision_internal.h"
 
 static void l2_normalize(float *v, int32_t n) {
     double s = 0;
@@ -62,11 +54,11 @@ static int run_tower(const clip_tower *t, kern_pool *pool, float *x, int32_t n, 
 static int image_forward(const clip_model *m, kern_pool *pool, const vision_patches *p,
                          float *out, float **tokens, char *err, size_t errlen) {
     if (!m || !p || !p->data || p->gh <= 0 || p->gw <= 0) {
-        seterr(err, errlen, "clip: empty patches");
+        vision_set_err(err, errlen, "clip: empty patches");
         return VISION_MISUSE;
     }
     if (p->patch != m->patch) {
-        seterr(err, errlen, "clip: patches are %dpx, the model wants %dpx", p->patch, m->patch);
+        vision_set_err(err, errlen, "clip: patches are %dpx, the model wants %dpx", p->patch, m->patch);
         return VISION_MISUSE;
     }
     int64_t D = m->vis.width, E = m->proj_dim, T = (int64_t)p->gh * p->gw, n = T + 1;
@@ -98,7 +90,8 @@ static int image_forward(const clip_model *m, kern_pool *pool, const vision_patc
         tok = NULL;
     }
 done:
-    if (rc == VISION_NOMEM) seterr(err, errlen, "clip: out of memory for %lld tokens", (long long)n);
+    if (rc == VISION_NOMEM)
+        vision_set_err(err, errlen, "clip: out of memory for %lld tokens", (long long)n);
     free(x); free(pos); free(tok);
     return rc;
 }
@@ -157,17 +150,17 @@ int clip_embed_tokens(const clip_model *m, kern_pool *pool, const int32_t *ids, 
                       float *out, char *err, size_t errlen) {
     if (!m || !ids || !out) return VISION_MISUSE;
     if (!m->has_text) {
-        seterr(err, errlen, "clip: this checkpoint has no text tower");
+        vision_set_err(err, errlen, "clip: this checkpoint has no text tower");
         return VISION_MISUSE;
     }
     if (n < 1 || n > m->ctx) {
-        seterr(err, errlen, "clip: %d tokens (1..%d allowed)", n, m->ctx);
+        vision_set_err(err, errlen, "clip: %d tokens (1..%d allowed)", n, m->ctx);
         return VISION_MISUSE;
     }
     int32_t eot = 0;
     for (int32_t i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= m->vocab) {
-            seterr(err, errlen, "clip: token id %d out of range", ids[i]);
+            vision_set_err(err, errlen, "clip: token id %d out of range", ids[i]);
             return VISION_MISUSE;
         }
         if (ids[i] > ids[eot]) eot = i;
@@ -177,7 +170,7 @@ int clip_embed_tokens(const clip_model *m, kern_pool *pool, const int32_t *ids, 
     int64_t D = m->txt.width;
     float *x = malloc((size_t)len * D * sizeof *x);
     if (!x) {
-        seterr(err, errlen, "clip: out of memory");
+        vision_set_err(err, errlen, "clip: out of memory");
         return VISION_NOMEM;
     }
     for (int32_t i = 0; i < len; i++)
@@ -190,7 +183,7 @@ int clip_embed_tokens(const clip_model *m, kern_pool *pool, const int32_t *ids, 
         kern_linear(pool, r, 1, D, m->tproj, KERN_F32, NULL, m->proj_dim, out);
         l2_normalize(out, m->proj_dim);
     } else {
-        seterr(err, errlen, "clip: out of memory");
+        vision_set_err(err, errlen, "clip: out of memory");
     }
     free(x);
     return rc;
@@ -199,13 +192,13 @@ int clip_embed_tokens(const clip_model *m, kern_pool *pool, const int32_t *ids, 
 int clip_embed_text(const clip_model *m, const char *text, float *out, char *err, size_t errlen) {
     if (!m || !text || !out) return VISION_MISUSE;
     if (!m->bpe) {
-        seterr(err, errlen, "clip: no BPE merges found (bpe_simple_vocab_16e6.txt.gz)");
+        vision_set_err(err, errlen, "clip: no BPE merges found (bpe_simple_vocab_16e6.txt.gz)");
         return VISION_IO;
     }
     int32_t ids[CLIP_CTX];
     int n = clip_bpe_encode(m->bpe, text, ids, m->ctx);
     if (n < 0) {
-        seterr(err, errlen, "clip: tokenizer failed (%d)", n);
+        vision_set_err(err, errlen, "clip: tokenizer failed (%d)", n);
         return n;
     }
     return clip_embed_tokens(m, m->pool, ids, n, out, err, errlen);

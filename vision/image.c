@@ -2,13 +2,13 @@
  * Pixels leave libvips as 8-bit sRGB (alpha flattened on white) or, for resizing an
  * already-decoded image, as float; the caller always gets interleaved RGB in 0..1. */
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <vips/vips.h>
 
 #include "vision/clip.h"
+#include "vision/vision_internal.h"
 
 static pthread_once_t vips_once = PTHREAD_ONCE_INIT;
 static int vips_init_rc;
@@ -18,14 +18,6 @@ static void vips_start(void) {
     vips_init_rc = VIPS_INIT("mmrag");
 }
 
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* Copy libvips' (global) error text into the caller's buffer, trimmed to one line. */
 static void seterr_vips(char *err, size_t errlen, const char *what) {
     char msg[256];
@@ -33,13 +25,13 @@ static void seterr_vips(char *err, size_t errlen, const char *what) {
     vips_error_clear();
     char *nl = strchr(msg, '\n');
     if (nl) *nl = 0;
-    seterr(err, errlen, "vision: %s: %s", what, msg[0] ? msg : "libvips error");
+    vision_set_err(err, errlen, "vision: %s: %s", what, msg[0] ? msg : "libvips error");
 }
 
 static int ensure_vips(char *err, size_t errlen) {
     pthread_once(&vips_once, vips_start);
     if (vips_init_rc) {
-        seterr(err, errlen, "vision: libvips failed to start");
+        vision_set_err(err, errlen, "vision: libvips failed to start");
         return VISION_ERROR;
     }
     return VISION_OK;
@@ -121,13 +113,13 @@ static int to_vision_image(VipsImage *img, vision_image *out, char *err, size_t 
     int is_u8 = img->BandFmt == VIPS_FORMAT_UCHAR;
     if (sz != n * (is_u8 ? 1 : sizeof(float))) {
         g_free(mem);
-        seterr(err, errlen, "vision: unexpected pixel buffer size");
+        vision_set_err(err, errlen, "vision: unexpected pixel buffer size");
         return VISION_ERROR;
     }
     float *px = malloc(n * sizeof(float));
     if (!px) {
         g_free(mem);
-        seterr(err, errlen, "vision: out of memory for %dx%d image", img->Xsize, img->Ysize);
+        vision_set_err(err, errlen, "vision: out of memory for %dx%d image", img->Xsize, img->Ysize);
         return VISION_NOMEM;
     }
     if (is_u8) {
@@ -150,14 +142,14 @@ static int open_image(const char *path, const void *buf, size_t len, VipsImage *
     if (path) {
         FILE *f = fopen(path, "rb");
         if (!f) {
-            seterr(err, errlen, "vision: cannot open %s", path);
+            vision_set_err(err, errlen, "vision: cannot open %s", path);
             return VISION_IO;
         }
         fclose(f);
         *img = vips_image_new_from_file(path, NULL);
     } else {
         if (!buf || !len) {
-            seterr(err, errlen, "vision: empty image buffer");
+            vision_set_err(err, errlen, "vision: empty image buffer");
             return VISION_FORMAT;
         }
         *img = vips_image_new_from_buffer(buf, len, "", NULL);
@@ -225,8 +217,8 @@ int vision_image_load_for_patches(const char *path, const void *buf, size_t len,
     int rc = probe(path, buf, len, &w, &h, err, errlen);
     if (rc) return rc;
     if (vision_patch_grid(h, w, max_tokens, patch, 0, &gh, &gw)) {
-        seterr(err, errlen, "vision: bad patch budget (max_tokens %d, patch %d)", max_tokens,
-               patch);
+        vision_set_err(err, errlen, "vision: bad patch budget (max_tokens %d, patch %d)", max_tokens,
+                       patch);
         return VISION_MISUSE;
     }
     return load_common(path, buf, len, gw * patch, gh * patch, out, err, errlen);
@@ -235,7 +227,7 @@ int vision_image_load_for_patches(const char *path, const void *buf, size_t len,
 int vision_image_resize(const vision_image *in, int32_t w, int32_t h, vision_image *out,
                         char *err, size_t errlen) {
     if (!in || !in->rgb || !out || w <= 0 || h <= 0 || in->w <= 0 || in->h <= 0) {
-        seterr(err, errlen, "vision: bad resize arguments");
+        vision_set_err(err, errlen, "vision: bad resize arguments");
         return VISION_MISUSE;
     }
     memset(out, 0, sizeof *out);
@@ -256,13 +248,13 @@ int vision_image_resize(const vision_image *in, int32_t w, int32_t h, vision_ima
 int vision_image_from_rgb8(const uint8_t *rgb8, int32_t w, int32_t h, vision_image *out,
                            char *err, size_t errlen) {
     if (!rgb8 || !out || w <= 0 || h <= 0) {
-        seterr(err, errlen, "vision: bad image arguments");
+        vision_set_err(err, errlen, "vision: bad image arguments");
         return VISION_MISUSE;
     }
     size_t n = (size_t)w * h * 3;
     out->rgb = malloc(n * sizeof(float));
     if (!out->rgb) {
-        seterr(err, errlen, "vision: out of memory");
+        vision_set_err(err, errlen, "vision: out of memory");
         return VISION_NOMEM;
     }
     for (size_t i = 0; i < n; i++) out->rgb[i] = rgb8[i] * (1.0f / 255.0f);

@@ -2,23 +2,15 @@
  * the aspect ratio, resize the image to exactly that grid (no padding, no crop), cut
  * patches in conv-weight order; plus the bicubic position-embedding resampler. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "vision/clip.h"
+#include "vision/vision_internal.h"
 
 const float vision_clip_mean[3] = {0.48145466f, 0.4578275f, 0.40821073f};
 const float vision_clip_std[3] = {0.26862954f, 0.26130258f, 0.27577711f};
-
-static void seterr(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
 
 /* |log| of the grid's aspect ratio relative to the image's: 0 = same shape. */
 static double aspect_err(int64_t gh, int64_t gw, double h, double w) {
@@ -66,13 +58,13 @@ int vision_adaptive_patchify(const vision_image *img, int32_t max_tokens, int32_
     if (!out) return VISION_MISUSE;
     memset(out, 0, sizeof *out);
     if (!img || !img->rgb || img->w <= 0 || img->h <= 0) {
-        seterr(err, errlen, "vision: empty image");
+        vision_set_err(err, errlen, "vision: empty image");
         return VISION_MISUSE;
     }
     int32_t gh, gw;
     if (vision_patch_grid(img->h, img->w, max_tokens, patch, allow_upscale, &gh, &gw)) {
-        seterr(err, errlen, "vision: bad patch budget (max_tokens %d, patch %d)", max_tokens,
-               patch);
+        vision_set_err(err, errlen, "vision: bad patch budget (max_tokens %d, patch %d)", max_tokens,
+                       patch);
         return VISION_MISUSE;
     }
     if (!mean) mean = vision_clip_mean;
@@ -89,7 +81,7 @@ int vision_adaptive_patchify(const vision_image *img, int32_t max_tokens, int32_
     out->data = malloc((size_t)gh * gw * per * sizeof(float));
     if (!out->data) {
         vision_image_free(&tmp);
-        seterr(err, errlen, "vision: out of memory for %dx%d patches", gh, gw);
+        vision_set_err(err, errlen, "vision: out of memory for %dx%d patches", gh, gw);
         return VISION_NOMEM;
     }
     float inv[3] = {1.0f / std[0], 1.0f / std[1], 1.0f / std[2]};

@@ -8,7 +8,6 @@
 #include <jansson.h>
 #include <math.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +15,7 @@
 
 #include "vision/textenc.h"
 #include "vision/textenc_internal.h"
+#include "vision/vision_internal.h"
 
 #define TE_TOKEN_BUDGET 4096 /* tokens per forward pass: bounds scratch to ~40 MB */
 #define TE_TOKENIZE_GROUP 128 /* texts tokenized (in parallel) per step */
@@ -46,14 +46,6 @@ struct textenc {
     pthread_mutex_t mu;
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...) {
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 /* ---- loading -------------------------------------------------------------------- */
 
 /* config.json: optional; MiniLM-L6 values when absent. Only "gelu" is supported. */
@@ -70,7 +62,7 @@ static int read_config(textenc *te, const char *dir, char *err, size_t errlen) {
     json_error_t je;
     json_t *c = json_load_file(path, 0, &je);
     if (!json_is_object(c)) {
-        set_err(err, errlen, "textenc: %s: %s", path, c ? "not a JSON object" : je.text);
+        vision_set_err(err, errlen, "textenc: %s: %s", path, c ? "not a JSON object" : je.text);
         json_decref(c);
         return -1;
     }
@@ -84,7 +76,7 @@ static int read_config(textenc *te, const char *dir, char *err, size_t errlen) {
         json_t *v = json_object_get(c, ints[i].key);
         if (!v) continue;
         if (!json_is_integer(v) || json_integer_value(v) <= 0 || json_integer_value(v) > 65536) {
-            set_err(err, errlen, "textenc: %s: bad %s", path, ints[i].key);
+            vision_set_err(err, errlen, "textenc: %s: bad %s", path, ints[i].key);
             rc = -1;
         } else {
             *ints[i].dst = (int32_t)json_integer_value(v);
@@ -94,12 +86,12 @@ static int read_config(textenc *te, const char *dir, char *err, size_t errlen) {
     if (json_is_number(eps)) te->eps = (float)json_number_value(eps);
     json_t *act = json_object_get(c, "hidden_act");
     if (act && (!json_is_string(act) || strcmp(json_string_value(act), "gelu") != 0)) {
-        set_err(err, errlen, "textenc: %s: hidden_act must be \"gelu\"", path);
+        vision_set_err(err, errlen, "textenc: %s: hidden_act must be \"gelu\"", path);
         rc = -1;
     }
     if (rc == 0 && (te->h % te->heads != 0 || te->max_pos < 2)) {
-        set_err(err, errlen, "textenc: %s: hidden_size %d not divisible by %d heads", path,
-                te->h, te->heads);
+        vision_set_err(err, errlen, "textenc: %s: hidden_size %d not divisible by %d heads", path,
+                       te->h, te->heads);
         rc = -1;
     }
     json_decref(c);
@@ -142,7 +134,7 @@ static const float *load(loader *L, const char *name, int64_t count) {
         return t->data;
     float *x = mf_safetensors_load_f32(L->te->file, full, count, e, sizeof e);
     if (!x || keep(L, x) != 0) {
-        set_err(L->err, L->errlen, "textenc: %s: %s", L->path, x ? "out of memory" : e);
+        vision_set_err(L->err, L->errlen, "textenc: %s: %s", L->path, x ? "out of memory" : e);
         L->failed = 1;
         return NULL;
     }
@@ -160,7 +152,7 @@ static const float *stack(loader *L, const float *const *parts, int n, int64_t e
     if (L->failed) return NULL;
     float *o = malloc((size_t)(n * each) * sizeof *o);
     if (!o || keep(L, o) != 0) {
-        set_err(L->err, L->errlen, "textenc: %s: out of memory", L->path);
+        vision_set_err(L->err, L->errlen, "textenc: %s: out of memory", L->path);
         L->failed = 1;
         return NULL;
     }
@@ -180,14 +172,14 @@ static int load_weights(textenc *te, const char *path, char *err, size_t errlen)
     const mf_tensor *we = mf_safetensors_find(f, name);
     if (!we || we->n_dims != 2 || we->shape[1] != te->h || we->shape[0] < 1 ||
         we->shape[0] > (1 << 24)) {
-        set_err(err, errlen, "textenc: %s: no embeddings.word_embeddings.weight of width %d",
-                path, te->h);
+        vision_set_err(err, errlen, "textenc: %s: no embeddings.word_embeddings.weight of width %d",
+                       path, te->h);
         return -1;
     }
     snprintf(name, sizeof name, "%sembeddings.token_type_embeddings.weight", L.prefix);
     const mf_tensor *tt = mf_safetensors_find(f, name);
     if (!tt || tt->n_dims != 2 || tt->shape[1] != te->h || tt->shape[0] < 1) {
-        set_err(err, errlen, "textenc: %s: no token_type_embeddings of width %d", path, te->h);
+        vision_set_err(err, errlen, "textenc: %s: no token_type_embeddings of width %d", path, te->h);
         return -1;
     }
     int64_t h = te->h, in = te->inter;
@@ -221,7 +213,7 @@ static int load_weights(textenc *te, const char *path, char *err, size_t errlen)
         ly->ln2_b = load_layer(&L, i, "output.LayerNorm.bias", h);
     }
     if (L.failed && err && errlen && !err[0])
-        set_err(err, errlen, "textenc: %s: out of memory", path);
+        vision_set_err(err, errlen, "textenc: %s: out of memory", path);
     return L.failed ? -1 : 0;
 }
 
@@ -238,14 +230,14 @@ int textenc_create(const char *model_dir, kern_pool *pool, textenc **out, char *
     }
     textenc *te = calloc(1, sizeof *te);
     if (!te) {
-        set_err(err, errlen, "textenc: out of memory");
+        vision_set_err(err, errlen, "textenc: out of memory");
         return -1;
     }
     pthread_mutex_init(&te->mu, NULL);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (access(path, R_OK) != 0) {
-        set_err(err, errlen, "textenc: model file %s not found (run `make models` or point "
-                "the text encoder at a MiniLM directory)", path);
+        vision_set_err(err, errlen, "textenc: model file %s not found (run `make models` or point "
+                       "the text encoder at a MiniLM directory)", path);
         goto fail;
     }
     if (read_config(te, dir, err, errlen) != 0) goto fail;
@@ -253,8 +245,8 @@ int textenc_create(const char *model_dir, kern_pool *pool, textenc **out, char *
     snprintf(path, sizeof path, "%s/vocab.txt", dir);
     if (vision_wp_load(path, &te->wp, err, errlen) != 0) goto fail;
     if (vision_wp_size(te->wp) > te->vocab) {
-        set_err(err, errlen, "textenc: %s has %d entries, the model only %d", path,
-                vision_wp_size(te->wp), te->vocab);
+        vision_set_err(err, errlen, "textenc: %s has %d entries, the model only %d", path,
+                       vision_wp_size(te->wp), te->vocab);
         goto fail;
     }
     te->pool = pool;
@@ -262,7 +254,7 @@ int textenc_create(const char *model_dir, kern_pool *pool, textenc **out, char *
         te->pool = kern_pool_create(0);
         te->own_pool = 1;
         if (!te->pool) {
-            set_err(err, errlen, "textenc: cannot create the thread pool");
+            vision_set_err(err, errlen, "textenc: cannot create the thread pool");
             goto fail;
         }
     }
@@ -413,7 +405,7 @@ static void tokenize_texts(void *c_, int64_t b, int64_t e, int thread) {
 int textenc_embed(textenc *te, const char *const *texts, int32_t n, float *out, char *err,
                   size_t errlen) {
     if (!te || n < 0 || (n > 0 && (!texts || !out))) {
-        set_err(err, errlen, "textenc: bad arguments to textenc_embed");
+        vision_set_err(err, errlen, "textenc: bad arguments to textenc_embed");
         return -1;
     }
     if (n == 0) return 0;
@@ -427,7 +419,7 @@ int textenc_embed(textenc *te, const char *const *texts, int32_t n, float *out, 
     float *mid = malloc((size_t)(B * te->inter) * sizeof *x);
     int rc = 0;
     if (!tok || !lens || !ids || !start || !x || !qkv || !ctx || !tmp || !mid) {
-        set_err(err, errlen, "textenc: out of memory");
+        vision_set_err(err, errlen, "textenc: out of memory");
         rc = -1;
         goto done;
     }

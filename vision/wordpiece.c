@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "vision/textenc_internal.h"
+#include "vision/vision_internal.h"
 #include "vision/wordpiece_tables.h"
 
 #define WP_MAX_WORD 100
@@ -64,15 +65,11 @@ int32_t vision_wp_find(const vision_wp *v, const char *s, size_t len, int cont) 
     }
 }
 
-static void set_err(char *err, size_t errlen, const char *path, const char *msg) {
-    if (err && errlen) snprintf(err, errlen, "textenc: %s: %s", path, msg);
-}
-
 int vision_wp_load(const char *path, vision_wp **out, char *err, size_t errlen) {
     *out = NULL;
     FILE *fp = fopen(path, "rb");
     if (!fp) {
-        set_err(err, errlen, path, strerror(errno));
+        vision_set_err(err, errlen, "textenc: %s: %s", path, strerror(errno));
         return -1;
     }
     vision_wp *v = calloc(1, sizeof *v);
@@ -81,14 +78,14 @@ int vision_wp_load(const char *path, vision_wp **out, char *err, size_t errlen) 
     if (size < 0 || size > (1L << 30) || fseek(fp, 0, SEEK_SET) != 0) {
         fclose(fp);
         free(v);
-        set_err(err, errlen, path, "cannot read (or larger than 1 GiB)");
+        vision_set_err(err, errlen, "textenc: %s: cannot read (or larger than 1 GiB)", path);
         return -1;
     }
     v->blob = malloc((size_t)size + 1);
     if (!v->blob || fread(v->blob, 1, (size_t)size, fp) != (size_t)size) {
         fclose(fp);
         vision_wp_free(v);
-        set_err(err, errlen, path, "read failed");
+        vision_set_err(err, errlen, "textenc: %s: read failed", path);
         return -1;
     }
     fclose(fp);
@@ -103,7 +100,7 @@ int vision_wp_load(const char *path, vision_wp **out, char *err, size_t errlen) 
     v->tab = malloc(cap * sizeof *v->tab);
     if (!v->off || !v->len || !v->tab) {
         vision_wp_free(v);
-        set_err(err, errlen, path, "out of memory");
+        vision_set_err(err, errlen, "textenc: %s: out of memory", path);
         return -1;
     }
     v->mask = cap - 1;
@@ -138,7 +135,7 @@ int vision_wp_load(const char *path, vision_wp **out, char *err, size_t errlen) 
     v->unk = vision_wp_find(v, "[UNK]", 5, 0);
     if (v->cls < 0 || v->sep < 0 || v->unk < 0) {
         vision_wp_free(v);
-        set_err(err, errlen, path, "vocabulary lacks [CLS], [SEP] or [UNK]");
+        vision_set_err(err, errlen, "textenc: %s: vocabulary lacks [CLS], [SEP] or [UNK]", path);
         return -1;
     }
     *out = v;
@@ -157,51 +154,6 @@ void vision_wp_free(vision_wp *v) {
 int32_t vision_wp_size(const vision_wp *v) { return v ? v->n : 0; }
 
 /* ---- Unicode ------------------------------------------------------------------- */
-
-/* Next code point of s[*i..n); invalid or truncated UTF-8 reads as U+FFFD (one byte). */
-static uint32_t utf8_next(const uint8_t *s, size_t n, size_t *i) {
-    uint8_t c = s[*i];
-    if (c < 0x80) {
-        (*i)++;
-        return c;
-    }
-    int len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
-    if (c >= 0xF5) len = 0;
-    if (len == 0 || *i + (size_t)len > n) {
-        (*i)++;
-        return 0xFFFD;
-    }
-    uint32_t cp = c & (0x7F >> len);
-    for (int k = 1; k < len; k++) {
-        uint8_t b = s[*i + (size_t)k];
-        if ((b & 0xC0) != 0x80) {
-            (*i)++;
-            return 0xFFFD;
-        }
-        cp = cp << 6 | (b & 0x3F);
-    }
-    /* overlong, surrogate or past U+10FFFF */
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
-        (*i)++;
-        return 0xFFFD;
-    }
-    *i += (size_t)len;
-    return cp;
-}
-
-static int utf8_put(uint32_t cp, char *o) {
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (char)(0xC0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | cp >> 12); o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | cp >> 18); o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
 
 static int cp_flags(uint32_t cp) {
     size_t lo = 0, hi = sizeof wp_ranges / sizeof wp_ranges[0];
@@ -311,7 +263,7 @@ static void wordpiece(wp_state *st, const uint32_t *cp, size_t n) {
     char buf[WP_MAX_WORD * 4];
     size_t off[WP_MAX_WORD + 1];
     off[0] = 0;
-    for (size_t i = 0; i < n; i++) off[i + 1] = off[i] + (size_t)utf8_put(cp[i], buf + off[i]);
+    for (size_t i = 0; i < n; i++) off[i + 1] = off[i] + (size_t)vision_utf8_put(cp[i], buf + off[i]);
     int32_t found[WP_MAX_WORD];
     int nf = 0;
     size_t start = 0;
@@ -355,7 +307,8 @@ int32_t vision_wp_tokenize(const vision_wp *v, const char *text, int32_t *ids,
     size_t n = strlen((const char *)s), i = 0;
     int oom = 0;
     while (i < n && st.n < st.cap && !oom) {
-        uint32_t cp = utf8_next(s, n, &i);
+        uint32_t cp;   /* invalid or truncated UTF-8 reads as U+FFFD (one byte) */
+        i += (size_t)vision_utf8_get(s + i, n - i, &cp);
         int f = cp_flags(cp);
         if (f & WP_DROP) continue;
         if (f & WP_SPACE) {
