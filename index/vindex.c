@@ -675,9 +675,11 @@ static int write_payload(vindex *v, FILE *f, char *err, size_t errlen) {
     free(dead);
     if (ok && v->o.kind == VINDEX_LSH) {
         uint8_t trained = (uint8_t)faiss_Index_is_trained(v->fx);
+        /* an empty index has no arrays yet (NULL): write nothing for them */
         ok = fwrite(&trained, 1, 1, f) == 1 &&
-             fwrite(v->ids, sizeof *v->ids, (size_t)v->n, f) == (size_t)v->n &&
-             fwrite(v->vecs, sizeof(float) * v->o.dim, (size_t)v->n, f) == (size_t)v->n;
+             (v->n == 0 ||
+              (fwrite(v->ids, sizeof *v->ids, (size_t)v->n, f) == (size_t)v->n &&
+               fwrite(v->vecs, sizeof(float) * v->o.dim, (size_t)v->n, f) == (size_t)v->n));
     }
     if (!ok) { index_set_err(err, errlen, "vindex: write: %s", strerror(errno)); return -1; }
     if (faiss_write_index(v->fx, f)) { fxerr(err, errlen, "faiss write_index"); return -1; }
