@@ -4,6 +4,8 @@
 set -u
 build=$1; models=$2; shift 2
 export MMRAG_BUILD=$build MMRAG_MODELS=$models OMP_THREAD_LIMIT=1
+# sanitizer builds: leak checking stays on, minus system-library caches (tests/lsan.supp)
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(cd "$(dirname "$0")/.." && pwd)/tests/lsan.supp}
 export MMRAG_TMP=$(mktemp -d "${TMPDIR:-/tmp}/mmrag-test.XXXXXX")
 trap 'rm -rf "$MMRAG_TMP"' EXIT
 total_p=0; total_f=0
