@@ -62,6 +62,9 @@ typedef struct {
     float *kstage, *vstage;  /* [B][kv_dim] */
 } kv_layer;
 
+#define ENGINE_ATT_SPLIT 8    /* most key splits when decoding */
+#define ENGINE_ATT_MAXKV 64   /* kv heads handled by the decoding schedule (more: prefill's) */
+
 struct mmrag_session {
     struct mmrag_engine *e;
     kern_pool *pool;
@@ -72,6 +75,8 @@ struct mmrag_session {
     float *x, *h, *q, *k, *v, *att, *gate, *up, *logits;
     float *scratch;          /* per thread: dequantized K and V of one block + accumulators */
     size_t scratch_per_thread;
+    float *part;             /* decoding's key-split partial attention states:
+                              * per kv head [ENGINE_ATT_SPLIT][group][hd] acc, then m, l */
     int n_threads;
     char err[256];
 };

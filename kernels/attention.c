@@ -73,3 +73,55 @@ void kern_attention(kern_pool *p, const float *Q, int q_stride, const float *K, 
     kern_attention_ops(kern_ops_get(), p, Q, q_stride, K, V, kv_stride, out, out_stride, n_q,
                        n_kv, n_heads, n_kv_heads, head_dim, causal, q_pos0);
 }
+
+/* ---- blocked attention steps (online softmax) ---------------------------------- */
+void kern_attn_scores_ops(const kern_ops *ops, const float *Q, int q_stride, int R, const float *K,
+                          int kv_stride, int kn, int d, float scale, float *S, int s_stride) {
+    if (kn <= 0 || d <= 0) return;
+    for (int r = 0; r < R; r++)
+        ops->dot_rows(Q + (int64_t)r * q_stride, K, kv_stride, kn, d, scale, S + (int64_t)r * s_stride);
+}
+
+void kern_attn_update_ops(const kern_ops *ops, float *S, int s_stride, int R, int kn,
+                          const float *V, int kv_stride, int d, float *m, float *l, float *acc,
+                          int acc_stride) {
+    if (kn <= 0) return;
+    for (int r = 0; r < R; r++) {
+        float *row = S + (int64_t)r * s_stride, old = m[r];
+        float z = ops->softmax_step(row, kn, &m[r]);
+        if (m[r] == -INFINITY) continue; /* nothing visible yet: state unchanged */
+        float corr = old == -INFINITY ? 0.0f : expf(old - m[r]);
+        l[r] = l[r] * corr + z;
+        ops->wsum_acc(row, V, kv_stride, kn, d, corr, acc + (int64_t)r * acc_stride);
+    }
+}
+
+void kern_attn_scores(const float *Q, int q_stride, int R, const float *K, int kv_stride, int kn,
+                      int d, float scale, float *S, int s_stride) {
+    kern_attn_scores_ops(kern_ops_get(), Q, q_stride, R, K, kv_stride, kn, d, scale, S, s_stride);
+}
+
+void kern_attn_update(float *S, int s_stride, int R, int kn, const float *V, int kv_stride, int d,
+                      float *m, float *l, float *acc, int acc_stride) {
+    kern_attn_update_ops(kern_ops_get(), S, s_stride, R, kn, V, kv_stride, d, m, l, acc, acc_stride);
+}
+
+void kern_attn_merge(int n_part, int R, int d, const float *m, const float *l, const float *acc,
+                     int acc_stride, float *out, int out_stride) {
+    for (int r = 0; r < R; r++) {
+        float M = -INFINITY, L = 0;
+        for (int k = 0; k < n_part; k++) M = fmaxf(M, m[k * R + r]);
+        float *o = out + (int64_t)r * out_stride;
+        for (int i = 0; i < d; i++) o[i] = 0;
+        if (M == -INFINITY) continue;
+        for (int k = 0; k < n_part; k++) {
+            if (m[k * R + r] == -INFINITY) continue;
+            float w = expf(m[k * R + r] - M);
+            L += w * l[k * R + r];
+            const float *a = acc + ((int64_t)k * R + r) * acc_stride;
+            for (int i = 0; i < d; i++) o[i] += w * a[i];
+        }
+        float inv = L > 0 ? 1.0f / L : 0.0f;
+        for (int i = 0; i < d; i++) o[i] *= inv;
+    }
+}

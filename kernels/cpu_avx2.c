@@ -259,7 +259,8 @@ qrows_impl(kern_type T, int NR, int64_t n, const uint8_t *w, size_t wrow,
         pf_goal += step;
         for (; pf < pf_goal && pf < pf_end; pf += 64) _mm_prefetch(pf, _MM_HINT_T0);
         __m256i qy = _mm256_loadu_si256((const __m256i *)y[b].qs);
-        __m128 ydm = _mm_castpd_ps(_mm_load_sd((const double *)(yds + 2 * b))); /* [dy, ys] */
+        /* [dy, ys]: two floats at 4-byte alignment, so an unaligned 8-byte integer load */
+        __m128 ydm = _mm_castsi128_ps(_mm_loadl_epi64((const __m128i *)(const void *)(yds + 2 * b)));
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = w + (size_t)r * wrow + (size_t)b * bs;
             __m256i s;
@@ -554,6 +555,9 @@ AVX2 static void avx_dot_rows(const float *q, const float *K, int64_t stride, in
     if ((d & 7) == 0) {
         for (; j + 4 <= n; j += 4) {
             const float *k0 = K + j * stride, *k1 = k0 + stride, *k2 = k1 + stride, *k3 = k2 + stride;
+            /* (one accumulator per key: the summation order SmolLM2's golden decode was
+             * validated with; two interleaved sets were measured to flip a greedy token
+             * through q8_0 activation rounding, for no measurable speed) */
             __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
             for (int64_t i = 0; i < d; i += 8) {
                 __m256 qv = _mm256_loadu_ps(q + i);
@@ -570,22 +574,64 @@ AVX2 static void avx_dot_rows(const float *q, const float *K, int64_t stride, in
     for (; j < n; j++) out[j] = avx_dot_f32(d, q, K + j * stride) * scale;
 }
 
-/* accumulators stay in registers for d <= 64 (8 vectors); larger d goes in 64-wide slabs */
+AVX2 static void avx_wsum_acc(const float *p, const float *V, int64_t stride, int64_t n, int64_t d,
+                              float corr, float *out);
 AVX2 static void avx_wsum_rows(const float *p, const float *V, int64_t stride, int64_t n, int64_t d,
                                float *out) {
+    avx_wsum_acc(p, V, stride, n, d, 0.0f, out);
+}
+
+AVX2 static float avx_softmax_step(float *x, int64_t n, float *m) {
+    __m256 mv = _mm256_set1_ps(*m);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
+    float mx = hmax8(mv);
+    for (; i < n; i++) mx = fmaxf(mx, x[i]);
+    if (mx == -INFINITY) {
+        for (i = 0; i < n; i++) x[i] = 0;
+        return 0;
+    }
+    *m = mx;
+    const __m256 vm = _mm256_set1_ps(mx);
+    __m256 sv = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        sv = _mm256_add_ps(sv, e);
+        _mm256_storeu_ps(x + i, e);
+    }
+    if (i < n) {
+        __m256i k = tail_mask(n - i);
+        __m256 e = exp8(_mm256_sub_ps(_mm256_maskload_ps(x + i, k), vm));
+        e = _mm256_and_ps(e, _mm256_castsi256_ps(k));
+        sv = _mm256_add_ps(sv, e);
+        _mm256_maskstore_ps(x + i, k, e);
+    }
+    return hsum8(sv);
+}
+
+/* out = corr·out + Σ_j p[j]·V[j]. For each 64-wide slab the 8 accumulators stay in
+ * registers (the unroll pragmas matter: as a memory array, every FMA would wait on a
+ * store-forward) and each V row is loaded once. */
+AVX2 static void avx_wsum_acc(const float *p, const float *V, int64_t stride, int64_t n, int64_t d,
+                              float corr, float *out) {
+    const __m256 vc = _mm256_set1_ps(corr);
     int64_t d0 = 0;
     for (; d0 + 64 <= d; d0 += 64) {
         __m256 a[8];
-        for (int k = 0; k < 8; k++) a[k] = _mm256_setzero_ps();
+#pragma GCC unroll 8
+        for (int k = 0; k < 8; k++)
+            a[k] = corr == 0.0f ? _mm256_setzero_ps() : _mm256_mul_ps(vc, _mm256_loadu_ps(out + d0 + 8 * k));
         for (int64_t j = 0; j < n; j++) {
             __m256 pj = _mm256_set1_ps(p[j]);
             const float *v = V + j * stride + d0;
+#pragma GCC unroll 8
             for (int k = 0; k < 8; k++) a[k] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(v + 8 * k), a[k]);
         }
+#pragma GCC unroll 8
         for (int k = 0; k < 8; k++) _mm256_storeu_ps(out + d0 + 8 * k, a[k]);
     }
     if (d0 < d) {
-        for (int64_t i = d0; i < d; i++) out[i] = 0;
+        for (int64_t i = d0; i < d; i++) out[i] = corr == 0.0f ? 0.0f : out[i] * corr;
         for (int64_t j = 0; j < n; j++) avx_axpy(out + d0, p[j], V + j * stride + d0, d - d0);
     }
 }
@@ -618,6 +664,8 @@ static const kern_ops ops_avx2 = {
     .scale = avx_scale,
     .dot_rows = avx_dot_rows,
     .wsum_rows = avx_wsum_rows,
+    .softmax_step = avx_softmax_step,
+    .wsum_acc = avx_wsum_acc,
 };
 
 const kern_ops *kern_ops_avx2_table(void) {

@@ -197,6 +197,25 @@ static void ref_wsum_rows(const float *p, const float *V, int64_t stride, int64_
     for (int64_t j = 0; j < n; j++) ref_axpy(out, p[j], V + j * stride, d);
 }
 
+static float ref_softmax_step(float *x, int64_t n, float *m) {
+    float mx = *m;
+    for (int64_t i = 0; i < n; i++) mx = fmaxf(mx, x[i]);
+    float sum = 0;
+    if (mx == -INFINITY) {
+        for (int64_t i = 0; i < n; i++) x[i] = 0;
+        return 0;
+    }
+    for (int64_t i = 0; i < n; i++) sum += (x[i] = expf(x[i] - mx));
+    *m = mx;
+    return sum;
+}
+
+static void ref_wsum_acc(const float *p, const float *V, int64_t stride, int64_t n, int64_t d,
+                         float corr, float *out) {
+    for (int64_t i = 0; i < d; i++) out[i] = corr == 0.0f ? 0.0f : out[i] * corr;
+    for (int64_t j = 0; j < n; j++) ref_axpy(out, p[j], V + j * stride, d);
+}
+
 const kern_ops kern_ops_scalar = {
     .name = "scalar",
     .dot_q8_0_q8_0 = ref_dot_q8_0_q8_0,
@@ -224,4 +243,6 @@ const kern_ops kern_ops_scalar = {
     .scale = ref_scale,
     .dot_rows = ref_dot_rows,
     .wsum_rows = ref_wsum_rows,
+    .softmax_step = ref_softmax_step,
+    .wsum_acc = ref_wsum_acc,
 };

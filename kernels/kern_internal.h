@@ -53,6 +53,13 @@ typedef struct {
                      float scale, float *out);
     void (*wsum_rows)(const float *p, const float *V, int64_t stride, int64_t n, int64_t d,
                       float *out);
+    /* online softmax over one block: m_new = max(*m, max x); x[i] = exp(x[i] - m_new)
+     * (-inf entries give 0); *m = m_new; returns Σ x. All -inf (and *m == -inf): x is
+     * zeroed, *m stays, returns 0. */
+    float (*softmax_step)(float *x, int64_t n, float *m);
+    /* out[0..d) = corr · out + Σ_j p[j]·V[j] (corr == 0: out is overwritten, never read) */
+    void (*wsum_acc)(const float *p, const float *V, int64_t stride, int64_t n, int64_t d,
+                     float corr, float *out);
 } kern_ops;
 
 extern const kern_ops kern_ops_scalar;
@@ -83,6 +90,12 @@ void kern_attention_rows_ops(const kern_ops *ops, kern_pool *p, const float *Q, 
                              const float *K, const float *V, int kv_stride, float *out,
                              int out_stride, int n_q, int n_kv, int n_heads, int n_kv_heads,
                              int head_dim, int causal, int64_t q_pos0);
+/* kern_attn_scores / kern_attn_update with an explicit table */
+void kern_attn_scores_ops(const kern_ops *ops, const float *Q, int q_stride, int R, const float *K,
+                          int kv_stride, int kn, int d, float scale, float *S, int s_stride);
+void kern_attn_update_ops(const kern_ops *ops, float *S, int s_stride, int R, int kn,
+                          const float *V, int kv_stride, int d, float *m, float *l, float *acc,
+                          int acc_stride);
 void kern_linear_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_t n, int64_t in,
                      const void *W, kern_type wtype, const float *bias, int64_t out, float *Y);
 

@@ -92,6 +92,26 @@ void kern_attention(kern_pool *p, const float *Q, int q_stride, const float *K,
                     int n_kv, int n_heads, int n_kv_heads, int head_dim, int causal,
                     int64_t q_pos0);
 
+/* Blocked attention with an online softmax (flash-attention style), for callers that
+ * keep their own KV layout (the engine's block cache). Per query row r the running state
+ * is m[r] (max score so far, start -INFINITY), l[r] (softmax normalizer, start 0) and
+ * acc[r][0..d) (unnormalized Σ p·V, start 0); after the last block the output row is
+ * acc[r] / l[r] (0 where l[r] == 0: nothing visible).
+ * kern_attn_scores: S[r][t] = scale · Q[r]·K[t] for R rows of Q and kn rows of K.
+ * kern_attn_update: folds one block in: entries of S equal to -INFINITY are masked keys;
+ * S is overwritten with the block's exp(S - m_new); acc and l are rescaled by
+ * exp(m_old - m_new) and V's rows added with those weights. Both read K/V rows with
+ * stride kv_stride (floats), so a head's slice of an interleaved cache is read in place.
+ * kern_attn_merge: combines n_part partial states of the same R rows computed over
+ * disjoint key sets (part k at m + k·R, l + k·R, acc + k·R·acc_stride) and writes the
+ * normalized rows to out[r·out_stride]. */
+void kern_attn_scores(const float *Q, int q_stride, int R, const float *K, int kv_stride, int kn,
+                      int d, float scale, float *S, int s_stride);
+void kern_attn_update(float *S, int s_stride, int R, int kn, const float *V, int kv_stride, int d,
+                      float *m, float *l, float *acc, int acc_stride);
+void kern_attn_merge(int n_part, int R, int d, const float *m, const float *l, const float *acc,
+                     int acc_stride, float *out, int out_stride);
+
 /* ---- dispatch and CUDA ------------------------------------------------------ */
 /* "avx2" or "scalar": the CPU path in use (MMRAG_SIMD=scalar forces the reference). */
 const char *kern_cpu_path(void);

@@ -595,6 +595,113 @@ TEST(attention_vs_naive) {
     kern_pool_free(pool);
 }
 
+/* Online-softmax pieces against double: one block step (max, exp, sum; masked -inf
+ * entries; an all-masked block leaves the state alone), then the weighted V sum with
+ * the rescale of the running accumulator. */
+TEST(softmax_step_and_wsum_acc) {
+    const kern_ops *paths[2];
+    int np = n_paths(paths);
+    for (int p = 0; p < np; p++)
+        for (int c = 0; c < 6; c++) {
+            int64_t n = (int64_t[]){1, 7, 8, 33, 64, 100}[c], d = (int64_t[]){8, 16, 64, 72, 128, 3}[c];
+            int64_t st = d + 5;
+            float *x = rnd_vec(n, -20, 20), *V = rnd_vec(n * st, -1, 1), *acc = rnd_vec(d, -1, 1);
+            if (n > 2) x[1] = -INFINITY;
+            double *rx = malloc((size_t)n * 8), *ra = malloc((size_t)d * 8);
+            float m = 3.0f; /* state from earlier blocks */
+            double mx = 3.0, sum = 0;
+            for (int64_t i = 0; i < n; i++) mx = fmax(mx, x[i]);
+            for (int64_t i = 0; i < n; i++) sum += (rx[i] = exp((double)x[i] - mx));
+            float z = paths[p]->softmax_step(x, n, &m);
+            CHECK_MSG(m == (float)mx && fabs(z - sum) <= 1e-5 * sum && max_abs_diff(x, rx, n) <= 1e-6,
+                      "%s step n=%ld", paths[p]->name, (long)n);
+            float corr = expf(3.0f - m);
+            for (int64_t i = 0; i < d; i++) {
+                double a = (double)acc[i] * corr;
+                for (int64_t j = 0; j < n; j++) a += rx[j] * V[j * st + i];
+                ra[i] = a;
+            }
+            paths[p]->wsum_acc(x, V, st, n, d, corr, acc);
+            CHECK_MSG(max_abs_diff(acc, ra, d) <= 1e-4, "%s wsum_acc n=%ld d=%ld", paths[p]->name, (long)n, (long)d);
+            for (int64_t i = 0; i < d; i++) { /* corr 0: acc is overwritten, never read */
+                acc[i] = NAN;
+                ra[i] = 0;
+                for (int64_t j = 0; j < n; j++) ra[i] += rx[j] * V[j * st + i];
+            }
+            paths[p]->wsum_acc(x, V, st, n, d, 0.0f, acc);
+            CHECK_MSG(max_abs_diff(acc, ra, d) <= 1e-4, "%s wsum_acc corr 0", paths[p]->name);
+            float mm[3] = {-INFINITY, -INFINITY, -INFINITY}, m0 = -INFINITY;
+            CHECK(paths[p]->softmax_step(mm, 3, &m0) == 0 && m0 == -INFINITY && mm[0] == 0 && mm[2] == 0);
+            free(x); free(V); free(acc); free(rx); free(ra);
+        }
+}
+
+/* Blocked attention (kern_attn_scores / kern_attn_update over key blocks, causal masks
+ * by -inf, key ranges split and merged with kern_attn_merge) against naive double
+ * attention, on both paths; grouped heads read their kv head's slice in place. */
+TEST(blocked_attention_vs_naive) {
+    const kern_ops *paths[2];
+    int np = n_paths(paths);
+    /* n_q, n_kv (the queries are the last n_q positions), heads, kv heads, head_dim, block, splits */
+    const int cfg[][7] = {{1, 200, 9, 3, 64, 64, 3}, {5, 70, 4, 2, 16, 16, 2}, {16, 40, 2, 1, 72, 8, 1},
+                          {1, 1, 3, 3, 8, 64, 1},    {3, 130, 6, 2, 32, 32, 4}};
+    for (int p = 0; p < np; p++)
+        for (int c = 0; c < 5; c++) {
+            int nq = cfg[c][0], nkv = cfg[c][1], nh = cfg[c][2], nkvh = cfg[c][3], hd = cfg[c][4];
+            int B = cfg[c][5], nsplit = cfg[c][6], group = nh / nkvh, pos0 = nkv - nq;
+            int qs = nh * hd, kvs = nkvh * hd, R = nq * group;
+            float *Q = rnd_vec((int64_t)nq * qs, -2, 2), *K = rnd_vec((int64_t)nkv * kvs, -2, 2);
+            float *V = rnd_vec((int64_t)nkv * kvs, -1, 1), *O = malloc(sizeof(float) * nq * qs);
+            double *Rf = malloc(sizeof(double) * nq * qs);
+            naive_attention(Q, qs, K, V, kvs, Rf, qs, nq, nkv, nh, nkvh, hd, 1, pos0);
+            float *qg = malloc(sizeof(float) * R * hd), *S = malloc(sizeof(float) * R * B);
+            float *m = malloc(sizeof(float) * nsplit * R), *l = malloc(sizeof(float) * nsplit * R);
+            float *acc = malloc(sizeof(float) * nsplit * R * hd), *og = malloc(sizeof(float) * R * hd);
+            int nb = (nkv + B - 1) / B;
+            for (int g = 0; g < nkvh; g++) {
+                for (int i = 0; i < nq; i++) /* rows: query x head of the group */
+                    memcpy(qg + (size_t)i * group * hd, Q + (size_t)i * qs + (size_t)g * group * hd,
+                           sizeof(float) * group * hd);
+                for (int sp = 0; sp < nsplit; sp++) {
+                    float *ms = m + sp * R, *ls = l + sp * R, *as = acc + (size_t)sp * R * hd;
+                    for (int r = 0; r < R; r++) { ms[r] = -INFINITY; ls[r] = 0; }
+                    memset(as, 0, sizeof(float) * R * hd);
+                    for (int b = nb * sp / nsplit; b < nb * (sp + 1) / nsplit; b++) {
+                        int k0 = b * B, kn = nkv - k0 < B ? nkv - k0 : B;
+                        kern_attn_scores_ops(paths[p], qg, hd, R, K + (size_t)k0 * kvs + g * hd, kvs, kn, hd,
+                                             1.0f / sqrtf((float)hd), S, B);
+                        for (int r = 0; r < R; r++)
+                            for (int t = 0; t < kn; t++)
+                                if (k0 + t > pos0 + r / group) S[r * B + t] = -INFINITY;
+                        kern_attn_update_ops(paths[p], S, B, R, kn, V + (size_t)k0 * kvs + g * hd, kvs, hd, ms,
+                                             ls, as, hd);
+                    }
+                }
+                kern_attn_merge(nsplit, R, hd, m, l, acc, hd, og, hd);
+                for (int i = 0; i < nq; i++)
+                    memcpy(O + (size_t)i * qs + (size_t)g * group * hd, og + (size_t)i * group * hd,
+                           sizeof(float) * group * hd);
+            }
+            CHECK_MSG(max_abs_diff(O, Rf, (int64_t)nq * qs) <= 1e-5, "%s cfg %d", paths[p]->name, c);
+            free(Q); free(K); free(V); free(O); free(Rf); free(qg); free(S); free(m); free(l); free(acc); free(og);
+        }
+    /* public entry points agree with the table in use */
+    float q[16], k[4 * 16], v[4 * 16], s1[4], s2[4], m1 = -INFINITY, l1 = 0, a1[16] = {0}, o[16];
+    for (int i = 0; i < 64; i++) k[i] = sinf((float)i), v[i] = cosf((float)i);
+    for (int i = 0; i < 16; i++) q[i] = 0.1f * (float)i;
+    kern_attn_scores(q, 16, 1, k, 16, 4, 16, 0.25f, s1, 4);
+    kern_attn_scores_ops(kern_ops_get(), q, 16, 1, k, 16, 4, 16, 0.25f, s2, 4);
+    CHECK(memcmp(s1, s2, sizeof s1) == 0);
+    kern_attn_update(s1, 4, 1, 4, v, 16, 16, &m1, &l1, a1, 16);
+    kern_attn_merge(1, 1, 16, &m1, &l1, a1, 16, o, 16);
+    double ref[16] = {0}, z = 0, e[4], mx = -INFINITY;
+    for (int t = 0; t < 4; t++) mx = fmax(mx, s2[t]);
+    for (int t = 0; t < 4; t++) z += (e[t] = exp((double)s2[t] - mx));
+    for (int i = 0; i < 16; i++)
+        for (int t = 0; t < 4; t++) ref[i] += e[t] / z * v[t * 16 + i];
+    CHECK(max_abs_diff(o, ref, 16) <= 1e-6);
+}
+
 /* ---- thread pool ------------------------------------------------------------ */
 typedef struct { _Atomic int *hits; int64_t grain, n; _Atomic int bad; int size; } cov_ctx;
 static void cov_fn(void *ctx, int64_t b, int64_t e, int thread) {
