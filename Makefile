@@ -72,6 +72,11 @@ faiss: $(FAISS)/.stamp
 models:
 	@scripts/fetch-models.sh $(MODELS)
 
+# llama.cpp's llama-bench, the baseline `make bench` compares the engine with (bench only)
+.PHONY: llamacpp
+llamacpp:
+	@scripts/build-llamacpp.sh >/dev/null
+
 $(BUILD)/obj/%.o: %.c | $(FAISS)/.stamp
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"

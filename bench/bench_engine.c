@@ -29,12 +29,61 @@ static const char *PARA =
     "and the model answers while citing them. Long prompts make the first token slower, so "
     "prefill speed matters as much as decoding speed. ";
 
+/* llama-bench style pp/tg for scripts/bench-llamacpp.sh (MMRAG_BENCH_PPTG="512,128,THREADS"):
+ * pp = N pseudo-random tokens into an empty cache, tg = M single-token evals from an
+ * empty cache, each after one warm-up run, like llama-bench; prints "pp_tok_s X" and
+ * "tg_tok_s Y". KV type from MMRAG_BENCH_KV as below. */
+static int bench_pptg(const char *path, const char *spec, struct mmrag_engine_params p) {
+    int npp = 512, ntg = 128, nt = 1;
+    if (sscanf(spec, "%d,%d,%d", &npp, &ntg, &nt) < 2 || npp < 1 || ntg < 1 || nt < 0) {
+        printf("bench_engine: bad MMRAG_BENCH_PPTG '%s' (want PP,TG[,THREADS])\n", spec);
+        return 1;
+    }
+    char err[512];
+    p.n_threads = nt;
+    p.n_ctx = npp + ntg + 16;
+    struct mmrag_engine *e = mmrag_engine_init_from_file(path, p, err, sizeof err);
+    struct mmrag_session *s = e ? mmrag_session_create(e, err, sizeof err) : NULL;
+    if (!s) {
+        printf("bench_engine: %s\n", err);
+        mmrag_engine_free(e);
+        return 1;
+    }
+    int32_t nv = mmrag_engine_n_vocab(e), *ids = malloc(npp * sizeof *ids);
+    uint32_t r = 12345;
+    for (int i = 0; i < npp; i++) ids[i] = (int32_t)((r = r * 1664525u + 1013904223u) >> 8) % nv;
+    double pp = 0, tg = 0;
+    for (int pass = 0; pass < 2; pass++) {  /* pass 0 = warm-up */
+        mmrag_session_reset(s);
+        double t0 = now_ms();
+        if (mmrag_session_eval(s, ids, npp)) break;
+        pp = npp / ((now_ms() - t0) / 1e3);
+        mmrag_session_reset(s);
+        int m = pass ? ntg : 1;
+        t0 = now_ms();
+        for (int i = 0; i < m; i++)
+            if (mmrag_session_eval(s, &ids[i % npp], 1)) break;
+        tg = m / ((now_ms() - t0) / 1e3);
+    }
+    int bad = mmrag_session_n_past(s) != ntg;
+    if (bad) printf("bench_engine: eval failed: %s\n", mmrag_session_errmsg(s));
+    else printf("threads %d\npp_tok_s %.2f\ntg_tok_s %.2f\n", nt, pp, tg);
+    free(ids);
+    mmrag_session_free(s);
+    mmrag_engine_free(e);
+    return bad;
+}
+
 int main(void) {
     const char *models = getenv("MMRAG_MODELS") ? getenv("MMRAG_MODELS") : "models";
     char path[512], err[512];
     snprintf(path, sizeof path, "%s/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", models);
     struct mmrag_engine_params p = mmrag_engine_default_params();
     p.n_ctx = 4096;
+    /* MMRAG_BENCH_KV=f16|int4|int4ch: cache type for the runs (default fp32) */
+    const char *kvs = getenv("MMRAG_BENCH_KV");
+    if (kvs) p.kv_type = !strcmp(kvs, "f16") ? 1 : !strcmp(kvs, "int4") ? 2 : !strcmp(kvs, "int4ch") ? 3 : 0;
+    if (getenv("MMRAG_BENCH_PPTG")) return bench_pptg(path, getenv("MMRAG_BENCH_PPTG"), p);
     struct mmrag_engine *e = mmrag_engine_init_from_file(path, p, err, sizeof err);
     if (!e) {
         printf("bench_engine: skipped (%s)\n", err);
@@ -85,7 +134,8 @@ int main(void) {
     mmrag_engine_chat_prompt(e, NULL, "Write a short story about a robot.", prompt, cap);
     mmrag_session_generate(s, prompt, &g, &r);
     double dec_short = r.n_gen > 1 ? (r.n_gen - 1) / ((r.decode_ms) / 1e3) : 0;
-    printf("threads: %s\n", getenv("MMRAG_THREADS") ? getenv("MMRAG_THREADS") : "all");
+    printf("threads: %s, KV cache %s\n", getenv("MMRAG_THREADS") ? getenv("MMRAG_THREADS") : "all",
+           kvs ? kvs : "fp32");
     printf("prompt: %d tokens, TTFT %.0f ms, prompt %.1f tokens/s\n", n, ttft, n / (ttft / 1e3));
     printf("decode at 2k context: %.1f tokens/s (ITL p50 %.1f p90 %.1f p99 %.1f ms)\n", dec_long,
            mmrag_percentile(itl, ND, 50), mmrag_percentile(itl, ND, 90), mmrag_percentile(itl, ND, 99));

@@ -9,3 +9,9 @@ for b in "$@"; do
   echo "== $(basename "$b")"
   "$b" || echo "bench $(basename "$b") failed (exit $?)"
 done
+# llama.cpp on the same GGUF and threads, next to the engine (a note when it is not built)
+for b in "$@"; do
+  [ "$(basename "$b")" = bench_engine ] || continue
+  echo "== llama.cpp vs mmrag (pp/tg tokens/s)"
+  "$(dirname "$0")/bench-llamacpp.sh" "$build" "$models" || echo "bench-llamacpp failed (exit $?)"
+done
