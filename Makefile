@@ -157,6 +157,7 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory models
 	@$(MAKE) --no-print-directory all $(BENCH_BIN) $(TOOL_BIN)
+	@scripts/build-llamacpp.sh >/dev/null || echo "bench: llama.cpp baseline could not be built"
 	@scripts/run-bench.sh $(BUILD) $(MODELS) $(BENCH_BIN)
 
 # `make check-api` = Schemathesis (PyPI, in a cached venv) against /openapi.json: no 5xx
