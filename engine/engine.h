@@ -52,7 +52,7 @@ enum mmrag_stop_reason {
 struct mmrag_engine_params {
     int32_t n_threads;      /* kernel threads per session; 0 = $MMRAG_THREADS or all CPUs */
     int32_t n_ctx;          /* context tokens per session; 0 = llama.context_length (capped 8192) */
-    int32_t n_batch;        /* prefill chunk in tokens; 0 = 64 */
+    int32_t n_batch;        /* prefill chunk in tokens; 0 = 512 */
     int32_t kv_type;        /* enum mmrag_kv_type */
     int32_t kv_block;       /* tokens per KV block; 0 = 64 */
     int32_t attn_mode;      /* enum mmrag_attn_mode */

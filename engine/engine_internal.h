@@ -73,6 +73,7 @@ struct mmrag_session {
     size_t block_bytes;
     int32_t scale_stride;    /* int4 scale slots per (block, kv head) */
     float *x, *h, *q, *k, *v, *att, *gate, *up, *logits;
+    float *rope;                 /* per chunk row: cos, then sin, of n_rot/2 pairs */
     float *scratch;          /* per thread: dequantized K and V of one block + accumulators */
     size_t scratch_per_thread;
     float *part;             /* decoding's key-split partial attention states:

@@ -150,7 +150,7 @@ struct mmrag_engine *mmrag_engine_init_from_file(const char *path, struct mmrag_
     }
     if (!(e->norm_w[2 * e->n_layer] = copy_f32(e->out_norm, D))) goto nomem;
     if (e->p.n_ctx <= 0) e->p.n_ctx = e->n_ctx_train < 8192 ? e->n_ctx_train : 8192;
-    if (e->p.n_batch <= 0) e->p.n_batch = 64;
+    if (e->p.n_batch <= 0) e->p.n_batch = 512;
     if (e->p.kv_block <= 0) e->p.kv_block = 64;
     if (e->p.window <= 0) e->p.window = 1024;
     if (e->p.n_global <= 0) e->p.n_global = 64;
@@ -238,6 +238,7 @@ struct mmrag_session *mmrag_session_create(struct mmrag_engine *e, char *err, si
     s->v = malloc(nb * s->kv_dim * sizeof(float));
     s->gate = malloc(nb * e->n_ff * sizeof(float));
     s->up = malloc(nb * e->n_ff * sizeof(float));
+    s->rope = malloc(nb * (size_t)(e->n_rot > 1 ? e->n_rot : 2) * sizeof(float));
     s->logits = calloc((size_t)e->n_vocab, sizeof(float));
     int group = e->n_head / e->n_kv_head;
     size_t rmax = (size_t)16 * group; /* ATT_QT query rows x heads per group */
@@ -245,7 +246,7 @@ struct mmrag_session *mmrag_session_create(struct mmrag_engine *e, char *err, si
     s->scratch = malloc((size_t)s->n_threads * s->scratch_per_thread * sizeof(float));
     s->part = malloc((size_t)e->n_kv_head * ENGINE_ATT_SPLIT * group * (e->head_dim + 2) * sizeof(float));
     s->kv = calloc((size_t)e->n_layer, sizeof *s->kv);
-    if (!s->x || !s->h || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up ||
+    if (!s->x || !s->h || !s->q || !s->att || !s->k || !s->v || !s->gate || !s->up || !s->rope ||
         !s->logits || !s->scratch || !s->part || !s->kv)
         goto nomem;
     for (int l = 0; l < e->n_layer; l++) {
@@ -286,7 +287,7 @@ void mmrag_session_free(struct mmrag_session *s) {
         free(s->kv);
     }
     free(s->x); free(s->h); free(s->q); free(s->att); free(s->k); free(s->v);
-    free(s->gate); free(s->up); free(s->logits); free(s->scratch); free(s->part);
+    free(s->gate); free(s->up); free(s->rope); free(s->logits); free(s->scratch); free(s->part);
     kern_pool_free(s->pool);
     free(s);
 }
@@ -572,6 +573,11 @@ static int forward_chunk(struct mmrag_session *s, const int32_t *ids, int n, flo
     for (int i = 0; i < n; i++)
         kern_to_f32((kern_type)e->tok_embd->type, (const char *)e->tok_embd->data + erow * ids[i],
                     s->x + (size_t)i * D, D);
+    /* rotary angles once per position, shared by every layer's q and k */
+    int nrot = (e->n_rot < e->head_dim ? e->n_rot : e->head_dim) & ~1, half = nrot / 2;
+    for (int i = 0; i < n; i++)
+        kern_rope_angles(nrot, p0 + i, e->rope_base, e->rope_freq_scale, s->rope + (size_t)i * nrot,
+                         s->rope + (size_t)i * nrot + half);
     for (int l = 0; l < e->n_layer; l++) {
         const engine_layer *W = &e->layers[l];
         kv_layer *L = &s->kv[l];
@@ -582,10 +588,9 @@ static int forward_chunk(struct mmrag_session *s, const int32_t *ids, int n, flo
         kern_linear(s->pool, s->h, n, D, W->wv->data, (kern_type)W->wv->type, NULL, KV, s->v);
         for (int i = 0; i < n; i++) {
             int64_t pos = p0 + i;
-            kern_rope(s->q + (size_t)i * D, e->n_head, e->head_dim, e->n_rot, pos, e->rope_base,
-                      e->rope_freq_scale, 0);
-            kern_rope(s->k + (size_t)i * KV, e->n_kv_head, e->head_dim, e->n_rot, pos,
-                      e->rope_base, e->rope_freq_scale, 0);
+            const float *cs = s->rope + (size_t)i * nrot;
+            kern_rope_apply(s->q + (size_t)i * D, e->n_head, e->head_dim, nrot, cs, cs + half, 0);
+            kern_rope_apply(s->k + (size_t)i * KV, e->n_kv_head, e->head_dim, nrot, cs, cs + half, 0);
             int slot = (int)(pos % s->B);
             memcpy(L->kstage + (size_t)slot * KV, s->k + (size_t)i * KV, KV * sizeof(float));
             memcpy(L->vstage + (size_t)slot * KV, s->v + (size_t)i * KV, KV * sizeof(float));

@@ -52,6 +52,35 @@ void kern_add(float *y, const float *x, int64_t n) { kern_ops_get()->add(y, x, n
 
 /* RoPE angles in double so long positions keep their precision; rot_dim is usually small
  * (64), so the trig per pair (one sincos) is a small cost next to the projections. */
+void kern_rope_angles(int rot_dim, int64_t pos, float theta, float freq_scale, float *cs,
+                      float *sn) {
+    rot_dim &= ~1;
+    for (int i = 0; i < rot_dim / 2; i++) {
+        double ang = (double)pos * freq_scale * pow((double)theta, -2.0 * (double)i / (double)rot_dim);
+        double sv, cv;
+        sincos(ang, &sv, &cv);
+        cs[i] = (float)cv;
+        sn[i] = (float)sv;
+    }
+}
+
+void kern_rope_apply(float *x, int n_heads, int head_dim, int rot_dim, const float *cs,
+                     const float *sn, int neox) {
+    if (rot_dim > head_dim) rot_dim = head_dim;
+    rot_dim &= ~1;
+    int half = rot_dim / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (int64_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            int a = neox ? i : 2 * i;
+            int b = neox ? i + half : a + 1;
+            float x0 = v[a], x1 = v[b];
+            v[a] = x0 * cs[i] - x1 * sn[i];
+            v[b] = x0 * sn[i] + x1 * cs[i];
+        }
+    }
+}
+
 void kern_rope(float *x, int n_heads, int head_dim, int rot_dim, int64_t pos, float theta,
                float freq_scale, int neox) {
     if (rot_dim > head_dim) rot_dim = head_dim;
@@ -59,7 +88,7 @@ void kern_rope(float *x, int n_heads, int head_dim, int rot_dim, int64_t pos, fl
     int half = rot_dim / 2;
     if (half <= 0) return;
     float cs[256], sn[256];
-    for (int i0 = 0; i0 < half; i0 += 256) {
+    for (int i0 = 0; i0 < half; i0 += 256) { /* chunks of 256 pairs: fixed-size tables */
         int cnt = half - i0 < 256 ? half - i0 : 256;
         for (int i = 0; i < cnt; i++) {
             double ang = (double)pos * freq_scale *

@@ -36,7 +36,9 @@ void kern_quantize_q8_0(const float *src, kern_block_q8_0 *dst, int64_t n);
 
 /* ---- thread pool ------------------------------------------------------------ */
 typedef struct kern_pool kern_pool;
-/* n_threads <= 0: $MMRAG_THREADS if set, else the number of online CPUs. */
+/* n_threads <= 0: $MMRAG_THREADS if set, else the number of online CPUs. Also sets
+ * OpenBLAS's (process-wide) thread count to the pool's size, so that a 1-thread pool's
+ * sgemm calls use one core; the newest pool wins. */
 kern_pool *kern_pool_create(int n_threads);
 void kern_pool_free(kern_pool *p);
 int kern_pool_size(const kern_pool *p);
@@ -82,6 +84,14 @@ void kern_add(float *y, const float *x, int64_t n);                       /* y +
  * Angle for pair i: pos · freq_scale · theta^(-2i/rot_dim). */
 void kern_rope(float *x, int n_heads, int head_dim, int rot_dim, int64_t pos,
                float theta, float freq_scale, int neox);
+/* kern_rope in two steps, for callers that rotate many vectors at one position (every
+ * layer's q and k): kern_rope_angles fills cs/sn[0..rot_dim/2) (rot_dim <= head_dim,
+ * computed exactly as kern_rope does), kern_rope_apply rotates with them; together they
+ * give kern_rope's result bit for bit. */
+void kern_rope_angles(int rot_dim, int64_t pos, float theta, float freq_scale, float *cs,
+                      float *sn);
+void kern_rope_apply(float *x, int n_heads, int head_dim, int rot_dim, const float *cs,
+                     const float *sn, int neox);
 
 /* Multi-head attention, fp32. Q is [n_q][q_stride] with head h at offset h*head_dim,
  * K and V are [n_kv][kv_stride] with kv head g at offset g*head_dim; grouped-query:

@@ -8,6 +8,7 @@
  * 40 bits), so a worker that wakes late cannot claim a chunk of a newer job by mistake:
  * its compare-and-swap expects the old generation and fails. (Generations wrap after
  * 2^24 jobs; a worker would have to stall for that many jobs between two loads.) */
+#include <cblas.h> /* openblas_set_num_threads */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -124,6 +125,11 @@ kern_pool *kern_pool_create(int n_threads) {
         if (pthread_create(&p->th[i], NULL, worker_main, wa) != 0) { free(wa); break; }
         p->n = i + 1;  /* a pool smaller than asked still works */
     }
+    /* OpenBLAS's own threads (one per CPU by default) would otherwise run every sgemm
+     * across all cores: a 1-thread pool would not be one thread (measured prefill on a
+     * 1-thread session: its sgemm calls woke a second core). Its count is process-wide:
+     * the newest pool's size wins (callers may set it again after creating pools). */
+    openblas_set_num_threads(p->n);
     return p;
 }
 

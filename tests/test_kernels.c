@@ -442,9 +442,15 @@ TEST(rope_both_layouts) {
                         r[h * hd + a] = x0 * cos(ang) - x1 * sin(ang);
                         r[h * hd + b] = x0 * sin(ang) + x1 * cos(ang);
                     }
+                /* the two-step form (angles once, applied per vector) must match bit for bit */
+                float *x2 = malloc(sizeof(float) * nh * hd), cs[32], sn[32];
+                memcpy(x2, x, sizeof(float) * nh * hd);
+                kern_rope_angles(rot, poss[pi], 10000.0f, 0.5f, cs, sn);
+                kern_rope_apply(x2, nh, hd, rot, cs, sn, neox);
                 kern_rope(x, nh, hd, rot, poss[pi], 10000.0f, 0.5f, neox);
                 CHECK_MSG(max_abs_diff(x, r, nh * hd) <= 2e-6, "neox=%d rot=%d pos=%ld", neox, rot, (long)poss[pi]);
-                free(x); free(r);
+                CHECK_MSG(memcmp(x, x2, sizeof(float) * nh * hd) == 0, "two-step rope differs: neox=%d rot=%d", neox, rot);
+                free(x); free(x2); free(r);
             }
 }
 
