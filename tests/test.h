@@ -53,6 +53,17 @@ static inline const char *test_env(const char *name, const char *dflt) {
     return v && *v ? v : dflt;
 }
 
+/* Cosine similarity in double precision (golden comparisons); 0-vectors give 0. */
+static inline double test_cosine(const float *a, const float *b, int n) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return ab / (sqrt(aa * bb) + 1e-30);
+}
+
 int main(int argc, char **argv) {
     int passed = 0, failed = 0;
     for (int i = 0; i < test_count; i++) {

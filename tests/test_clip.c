@@ -44,16 +44,6 @@ static clip_bpe *bpe(void) {
     return t;
 }
 
-static double cosine(const float *a, const float *b, int n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int i = 0; i < n; i++) {
-        ab += (double)a[i] * b[i];
-        aa += (double)a[i] * a[i];
-        bb += (double)b[i] * b[i];
-    }
-    return ab / (sqrt(aa * bb) + 1e-30);
-}
-
 static double max_abs_diff(const float *a, const float *b, int n) {
     double m = 0;
     for (int i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
@@ -263,7 +253,7 @@ TEST(image_embeddings_vs_torch) {
         CHECK(gh == json_integer_value(json_array_get(grid, 0)));
         CHECK(gw == json_integer_value(json_array_get(grid, 1)));
         CHECK(json_floats(json_object_get(c, "embedding"), want, 32) == 0);
-        double cs = cosine(got, want, 32), md = max_abs_diff(got, want, 32);
+        double cs = test_cosine(got, want, 32), md = max_abs_diff(got, want, 32);
         printf("  image %zu (%dx%d grid %dx%d): cosine %.7f (1-cos %.1e, max |diff| %.1e)\n", i,
                (int)json_integer_value(json_object_get(c, "h")),
                (int)json_integer_value(json_object_get(c, "w")), gh, gw, cs, 1 - cs, md);
@@ -277,7 +267,7 @@ TEST(image_embeddings_vs_torch) {
             int ok = wt && json_floats(pt, wt, n * 32) == 0;
             double worst = 1, md = 0;
             for (int k = 0; ok && k < n; k++) {
-                double ck = cosine(tok + k * 32, wt + k * 32, 32);
+                double ck = test_cosine(tok + k * 32, wt + k * 32, 32);
                 if (ck < worst) worst = ck;
                 md = fmax(md, max_abs_diff(tok + k * 32, wt + k * 32, 32));
             }
@@ -309,7 +299,7 @@ TEST(text_embeddings_vs_torch) {
         int n = (int)json_array_size(ja);
         for (int k = 0; k < n; k++) ids[k] = (int32_t)json_integer_value(json_array_get(ja, (size_t)k));
         CHECK(clip_embed_tokens(m, NULL, ids, n, got2, err, sizeof err) == 0);
-        double cs = cosine(got, want, 32), cs2 = cosine(got2, want, 32), md = max_abs_diff(got, want, 32);
+        double cs = test_cosine(got, want, 32), cs2 = test_cosine(got2, want, 32), md = max_abs_diff(got, want, 32);
         printf("  text %zu (%d tokens): cosine %.7f (1-cos %.1e, max |diff| %.1e)\n", i, n, cs, 1 - cs, md);
         CHECK_MSG(cs >= 0.9999 && cs2 >= 0.9999 && md <= 1e-4, "\"%.40s\" cosine %.7f / %.7f",
                   text, cs, cs2);
@@ -428,8 +418,8 @@ TEST(openclip_names_match_hf) {
     int r4 = clip_embed_text(oc, "a diagram of the pipeline", tb, err, sizeof err);
     clip_free(oc);
     CHECK(!r1 && !r2 && !r3 && !r4);
-    CHECK_MSG(cosine(a, b, 32) > 0.999999, "image %.7f", cosine(a, b, 32));
-    CHECK_MSG(cosine(ta, tb, 32) > 0.999999, "text %.7f", cosine(ta, tb, 32));
+    CHECK_MSG(test_cosine(a, b, 32) > 0.999999, "image %.7f", test_cosine(a, b, 32));
+    CHECK_MSG(test_cosine(ta, tb, 32) > 0.999999, "text %.7f", test_cosine(ta, tb, 32));
 }
 
 TEST(bad_weights_are_errors) {

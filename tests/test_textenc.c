@@ -40,16 +40,6 @@ static json_t *golden(void) {
     return g;
 }
 
-static double cosine(const float *a, const float *b, int n) {
-    double ab = 0, aa = 0, bb = 0;
-    for (int i = 0; i < n; i++) {
-        ab += (double)a[i] * b[i];
-        aa += (double)a[i] * a[i];
-        bb += (double)b[i] * b[i];
-    }
-    return ab / sqrt(aa * bb);
-}
-
 static int models_present(void) {
     char path[1024];
     snprintf(path, sizeof path, "%s/minilm/model.safetensors", test_env("MMRAG_MODELS", "models"));
@@ -202,7 +192,7 @@ TEST(embeddings_match_golden) {
             double d = fabs(ref[j] - out[i * 384 + j]);
             if (d > max_diff) max_diff = d;
         }
-        double c = cosine(ref, out + i * 384, 384);
+        double c = test_cosine(ref, out + i * 384, 384);
         if (c < min_cos) min_cos = c;
         CHECK_MSG(c >= 0.9999, "case %d cosine %.6f", i, c);
     }
@@ -241,13 +231,13 @@ TEST(semantic_sanity) {
     float v[6 * 384];
     char err[256];
     CHECK(textenc_embed(te, t, 6, v, err, sizeof err) == 0);
-    for (int i = 0; i < 6; i++) CHECK_NEAR(cosine(v + i * 384, v + i * 384, 384), 1.0, 1e-5);
-    double cat = cosine(v, v + 384, 384), rev = cosine(v + 2 * 384, v + 3 * 384, 384);
-    printf("  related: %.3f %.3f; unrelated: %.3f %.3f\n", cat, rev, cosine(v, v + 2 * 384, 384),
-           cosine(v + 4 * 384, v + 3 * 384, 384));
-    for (int u = 2; u < 6; u++) CHECK(cat > cosine(v, v + u * 384, 384) + 0.2);
-    CHECK(rev > cosine(v + 2 * 384, v + 4 * 384, 384) + 0.2);
-    CHECK(rev > cosine(v + 3 * 384, v + 0 * 384, 384) + 0.2);
+    for (int i = 0; i < 6; i++) CHECK_NEAR(test_cosine(v + i * 384, v + i * 384, 384), 1.0, 1e-5);
+    double cat = test_cosine(v, v + 384, 384), rev = test_cosine(v + 2 * 384, v + 3 * 384, 384);
+    printf("  related: %.3f %.3f; unrelated: %.3f %.3f\n", cat, rev, test_cosine(v, v + 2 * 384, 384),
+           test_cosine(v + 4 * 384, v + 3 * 384, 384));
+    for (int u = 2; u < 6; u++) CHECK(cat > test_cosine(v, v + u * 384, 384) + 0.2);
+    CHECK(rev > test_cosine(v + 2 * 384, v + 4 * 384, 384) + 0.2);
+    CHECK(rev > test_cosine(v + 3 * 384, v + 0 * 384, 384) + 0.2);
 }
 
 typedef struct { textenc *te; const char *const *t; float *out; int rc; } thr_arg;
