@@ -143,10 +143,19 @@ $(BUILD)/bench/bench_index: bench/bench_index.c $(BUILD)/obj/bench/hnswlib_shim.
 	@echo "  LD      $@"
 	@$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/obj/bench/hnswlib_shim.o $(BUILD)/libmmrag.a $(LDLIBS)
 
+# The engine's second test model (a tiny random llama) is generated, not committed: numpy's
+# RandomState is stable across versions, and the sha256 pin proves the bytes are the ones the
+# golden logits in tests/data/golden/llama_tiny.json were computed on.
+$(BUILD)/golden/tiny_llama.gguf: scripts/golden_llama.py tests/data/golden/tiny_llama.gguf.sha256
+	@mkdir -p $(dir $@)
+	@/usr/bin/python3 scripts/golden_llama.py tiny-gguf $(dir $@) >/dev/null
+	@cd $(dir $@) && sha256sum -c --quiet $(abspath tests/data/golden/tiny_llama.gguf.sha256) \
+	  || { rm -f $@; echo "tiny_llama.gguf differs from its pinned sha256" >&2; exit 1; }
+
 # `make test` = deps + models + build + every tests/test_* binary; ends "N passed, N failed"
 test: deps
 	@$(MAKE) --no-print-directory models
-	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN)
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN) $(BUILD)/golden/tiny_llama.gguf
 	@scripts/run-tests.sh $(BUILD) $(MODELS) $(TEST_BIN) $(TEST_SH)
 
 demo: deps

@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(pkg-config build-essential libpoppler-glib-dev libcairo2-dev libvips-dev libfaiss-dev
       libopenblas-dev libblas-dev liblapack-dev libmicrohttpd-dev libsqlite3-dev
       libjansson-dev libtesseract-dev libleptonica-dev tesseract-ocr-eng poppler-utils cmake
-      dpkg-dev python3-pip unzip
+      dpkg-dev python3-pip python3-numpy unzip
       chromium chromium-driver python3-venv jq curl)   # browser test (tests/test_web.sh), make check-api
 if [ "${1:-}" = "--dev" ]; then
   pkgs+=(libhnswlib-dev python3-torch python3-numpy valgrind)

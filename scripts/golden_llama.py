@@ -7,6 +7,7 @@ own byte-level BPE. The C engine is compared against what it writes.
 
   golden_llama.py smollm2 MODEL.gguf OUT.json   logits + greedy continuation for SmolLM2
   golden_llama.py tiny OUT_DIR                   writes tiny_llama.gguf + llama_tiny.json
+  golden_llama.py tiny-gguf OUT_DIR              writes only tiny_llama.gguf (numpy, no torch)
   golden_llama.py unicode OUT.h                  \\p{L} / \\p{N} range tables for the C tokenizer
   golden_llama.py --bench MODEL.gguf N           decode N tokens, prints "decode_tok_s X"
 
@@ -551,7 +552,8 @@ def tiny_vocab(rs):
     return toks, types, merges
 
 
-def make_tiny(out_dir):
+def write_tiny(out_dir):
+    """The tiny random llama GGUF (numpy only: `make test` writes it; nothing is committed)."""
     rs = np.random.RandomState(1234)
     toks, types, merges = tiny_vocab(rs)
     V, D, H, HKV, FF, NL = len(toks), 64, 4, 2, 96, 2
@@ -584,6 +586,11 @@ def make_tiny(out_dir):
                     (p + 'ffn_down.weight', r(D, FF, s=0.15), tdn)]
     path = out_dir + '/tiny_llama.gguf'
     gguf_write(path, kv, tensors)
+    return path
+
+
+def make_tiny(out_dir):
+    path = write_tiny(out_dir)
     m = Llama(path)
     res = run_golden(m, ['the quick brown fox', 'hello world! the lazy dog jumps over the'],
                      24, ["the then there", "Hello, World 123!", "  x\n\ny"])
@@ -654,6 +661,8 @@ def main(argv):
                   'plain-vs-q8', p['plain_vs_q8_maxdiff'])
     elif len(argv) == 3 and argv[1] == 'tiny':
         make_tiny(argv[2])
+    elif len(argv) == 3 and argv[1] == 'tiny-gguf':
+        print('wrote', write_tiny(argv[2]))
     elif len(argv) == 3 and argv[1] == 'unicode':
         make_unicode(argv[2])
     else:

@@ -2,8 +2,9 @@
  * PyTorch/numpy llama that parses the same GGUF and emulates the q8_0 activation
  * quantization of the C kernels:
  *   tests/data/golden/llama_smollm2.json  (SmolLM2-135M Q4_1; needs `make models`)
- *   tests/data/golden/llama_tiny.json + tiny_llama.gguf (random 2-layer GQA llama with
- *   F16/F32/Q8_0/Q4_0/Q4_1 tensors and an untied output, written by the same script)
+ *   tests/data/golden/llama_tiny.json + $MMRAG_BUILD/golden/tiny_llama.gguf (random 2-layer
+ *   GQA llama with F16/F32/Q8_0/Q4_0/Q4_1 tensors and an untied output, written by the same
+ *   script with numpy at `make test` time, sha256-pinned; see tiny_gguf())
  * Prompt logits (prefill chunks of >= 8 rows: fp32 GEMM in kern_linear) must match within
  * 1e-3 absolute (logit scale ~20; only summation order differs; measured ~4e-5), top-1
  * identical; greedy continuations (decode: q8_0 activations, emulated by the reference)
@@ -18,6 +19,14 @@
 #include <jansson.h>
 
 #define GOLDEN "tests/data/golden/"
+/* The tiny random model is not committed: `make test` writes it with numpy
+ * (scripts/golden_llama.py tiny-gguf) into $MMRAG_BUILD/golden and checks its sha256
+ * against tests/data/golden/tiny_llama.gguf.sha256 before any test runs. */
+static const char *tiny_gguf(void) {
+    static char path[1024];
+    if (!path[0]) snprintf(path, sizeof path, "%s/golden/tiny_llama.gguf", test_env("MMRAG_BUILD", "build"));
+    return path;
+}
 #define LOGIT_TOL 1e-3
 
 static char smol_path[512];
@@ -151,7 +160,7 @@ static int golden_check(const char *model, const char *json_path, struct mmrag_e
 
 TEST(golden_tiny_random_llama) {
     double worst;
-    int f = golden_check(GOLDEN "tiny_llama.gguf", GOLDEN "llama_tiny.json",
+    int f = golden_check(tiny_gguf(), GOLDEN "llama_tiny.json",
                          mmrag_engine_default_params(), &worst);
     CHECK_MSG(f == 0, "%d mismatches (worst logit diff %g)", f, worst);
 }
@@ -163,8 +172,8 @@ TEST(chunked_prefill_matches_token_by_token) {
     p1.n_batch = 1;
     p3.n_batch = 3;
     p3.kv_block = 4;
-    struct mmrag_engine *e1 = open_model(GOLDEN "tiny_llama.gguf", p1);
-    struct mmrag_engine *e3 = open_model(GOLDEN "tiny_llama.gguf", p3);
+    struct mmrag_engine *e1 = open_model(tiny_gguf(), p1);
+    struct mmrag_engine *e3 = open_model(tiny_gguf(), p3);
     CHECK(e1 && e3);
     char err[256];
     struct mmrag_session *s1 = mmrag_session_create(e1, err, sizeof err);
@@ -262,7 +271,7 @@ TEST(bad_model_files_give_clear_errors) {
     CHECK(!mmrag_engine_init_from_file("/nonexistent/x.gguf", p, err, sizeof err));
     CHECK_MSG(strstr(err, "cannot open"), "%s", err);
     size_t n;
-    unsigned char *b = read_all(GOLDEN "tiny_llama.gguf", &n);
+    unsigned char *b = read_all(tiny_gguf(), &n);
     CHECK(b);
     /* truncated */
     write_all(tmp_path("trunc.gguf"), b, n / 2);
@@ -297,7 +306,7 @@ TEST(bad_model_files_give_clear_errors) {
 
 /* ---- generation control (tiny model: fast) ---- */
 static struct mmrag_engine *tiny(void) {
-    return open_model(GOLDEN "tiny_llama.gguf", mmrag_engine_default_params());
+    return open_model(tiny_gguf(), mmrag_engine_default_params());
 }
 
 TEST(sampling_seed_reproducible) {
@@ -394,7 +403,7 @@ TEST(stop_strings_max_tokens_streaming) {
 TEST(prompt_over_context_is_an_error) {
     struct mmrag_engine_params p = mmrag_engine_default_params();
     p.n_ctx = 32;
-    struct mmrag_engine *e = open_model(GOLDEN "tiny_llama.gguf", p);
+    struct mmrag_engine *e = open_model(tiny_gguf(), p);
     CHECK(e);
     char err[256], prompt[2048] = "";
     struct mmrag_session *s = mmrag_session_create(e, err, sizeof err);
@@ -509,9 +518,9 @@ TEST(kv_cache_bytes_per_token) {
     p.kv_block = q.kv_block = 16;
     double b32, b16, b4;
     q.kv_type = MMRAG_KV_F16;
-    double d16 = run_logits_diff(p, q, GOLDEN "tiny_llama.gguf", 100, &b32, &b16);
+    double d16 = run_logits_diff(p, q, tiny_gguf(), 100, &b32, &b16);
     q.kv_type = MMRAG_KV_INT4;
-    double d4 = run_logits_diff(p, q, GOLDEN "tiny_llama.gguf", 100, NULL, &b4);
+    double d4 = run_logits_diff(p, q, tiny_gguf(), 100, NULL, &b4);
     printf("  tiny: KV bytes/token f32 %.0f f16 %.0f int4 %.1f; logit max|diff| f16 %.2g int4 %.3g\n",
            b32, b16, b4, d16, d4);
     CHECK(d16 > 0 && d16 < 0.1 && d4 > d16 && d4 < 1e8);
@@ -582,17 +591,17 @@ TEST(sliding_window_and_sparse) {
     full.kv_block = w.kv_block = 8;
     w.attn_mode = MMRAG_ATTN_SLIDING;
     w.window = 200; /* wider than the text: identical to full attention */
-    CHECK(run_logits_diff(full, w, GOLDEN "tiny_llama.gguf", 60, NULL, NULL) < 1e-5);
+    CHECK(run_logits_diff(full, w, tiny_gguf(), 60, NULL, NULL) < 1e-5);
     w.window = 16;
-    double dw = run_logits_diff(full, w, GOLDEN "tiny_llama.gguf", 60, NULL, NULL);
+    double dw = run_logits_diff(full, w, tiny_gguf(), 60, NULL, NULL);
     w.attn_mode = MMRAG_ATTN_SPARSE;
     w.n_global = 4;
-    double ds = run_logits_diff(full, w, GOLDEN "tiny_llama.gguf", 60, NULL, NULL);
+    double ds = run_logits_diff(full, w, tiny_gguf(), 60, NULL, NULL);
     w.sparse_random = 0.5f;
     w.sparse_seed = 0;
-    double dr = run_logits_diff(full, w, GOLDEN "tiny_llama.gguf", 60, NULL, NULL);
+    double dr = run_logits_diff(full, w, tiny_gguf(), 60, NULL, NULL);
     w.sparse_random = 1.0f; /* every block: full attention again */
-    double dall = run_logits_diff(full, w, GOLDEN "tiny_llama.gguf", 60, NULL, NULL);
+    double dall = run_logits_diff(full, w, tiny_gguf(), 60, NULL, NULL);
     printf("  window 16: max|diff| vs full %.3g; +4 global: %.3g; +50%% random blocks: %.3g\n", dw, ds, dr);
     CHECK(dw > 1e-4 && dw < 1e8 && ds > 1e-4 && ds < 1e8 && fabs(dw - ds) > 1e-6);
     CHECK(dr < 1e8 && fabs(dr - ds) > 1e-6 && dall < 1e-5);
@@ -605,7 +614,7 @@ TEST(rope_scaling_past_trained_context) {
         p.n_ctx = 512;
         q.n_ctx = 512;
         q.rope_scaling = mode;
-        double d = run_logits_diff(p, q, GOLDEN "tiny_llama.gguf", 300, NULL, NULL);
+        double d = run_logits_diff(p, q, tiny_gguf(), 300, NULL, NULL);
         printf("  rope scaling %d over 300 tokens: max|diff| vs unscaled %.3g\n", mode, d);
         CHECK(d > 1e-4 && d < 1e8);
     }
