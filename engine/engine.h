@@ -94,7 +94,9 @@ int32_t mmrag_engine_token_piece(const struct mmrag_engine *e, int32_t id, char 
 int32_t mmrag_engine_detokenize(const struct mmrag_engine *e, const int32_t *ids, int32_t n,
                                 char *buf, size_t buf_size);
 /* ChatML prompt (the SmolLM2 template): system (NULL = the model's default), user turn,
- * assistant opening. Returns length or -(needed) like token_piece. */
+ * assistant opening. Special-token spellings inside system/user text are split by a
+ * zero-width space, so content cannot open or close turns. Returns length or -(needed)
+ * like token_piece. */
 int32_t mmrag_engine_chat_prompt(const struct mmrag_engine *e, const char *system,
                                  const char *user, char *buf, size_t buf_size);
 

@@ -69,6 +69,7 @@ struct mmrag_session {
     struct mmrag_engine *e;
     kern_pool *pool;
     int32_t n_ctx, B, n_blocks, kv_dim, n_past, n_batch;
+    int32_t n_evicted;       /* leading blocks freed: out of every future query's window */
     kv_layer *kv;
     size_t block_bytes;
     int32_t scale_stride;    /* int4 scale slots per (block, kv head) */

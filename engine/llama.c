@@ -273,7 +273,7 @@ void mmrag_session_reset(struct mmrag_session *s) {
             free(s->kv[l].v[b]);
             s->kv[l].k[b] = s->kv[l].v[b] = NULL;
         }
-    s->n_past = 0;
+    s->n_past = s->n_evicted = 0;
 }
 
 void mmrag_session_free(struct mmrag_session *s) {
@@ -297,7 +297,7 @@ int32_t mmrag_session_n_past(const struct mmrag_session *s) { return s->n_past; 
 const float *mmrag_session_logits(const struct mmrag_session *s) { return s->logits; }
 
 size_t mmrag_session_kv_bytes(const struct mmrag_session *s) {
-    size_t full = (size_t)(s->n_past / s->B);
+    size_t full = (size_t)(s->n_past / s->B - s->n_evicted);
     size_t per = 2 * s->block_bytes +
                  4u * s->e->n_kv_head * (size_t)(scales_per_head(s, 0) + scales_per_head(s, 1));
     return (size_t)s->e->n_layer * (full * per + 2 * (size_t)s->B * s->kv_dim * sizeof(float));
@@ -455,7 +455,8 @@ static void attn_block(const attn_ctx *c, int b, int g, const float *qg, int R, 
         return;
     const float *kp, *vp;
     int stride;
-    if (b < (int)((c->p0 + c->n) / B) && c->L->k[b]) {
+    if (b < (int)((c->p0 + c->n) / B)) {
+        if (!c->L->k[b]) return; /* evicted: out of every window from here on */
         load_block(s, c->L, b, g, kd, vd, &kp, &vp, &stride);
     } else {
         kp = c->L->kstage + g * hd;
@@ -622,6 +623,24 @@ static int forward_chunk(struct mmrag_session *s, const int32_t *ids, int n, flo
     return 0;
 }
 
+/* Sliding window: a block whose last key is at or before n_past - window is invisible to
+ * every later query, so its memory goes back now and a long session holds ~window tokens
+ * of KV. (attn_block skips such blocks before it would look at them.) */
+static void evict_out_of_window(struct mmrag_session *s) {
+    const struct mmrag_engine *e = s->e;
+    if (e->p.attn_mode != MMRAG_ATTN_SLIDING) return;
+    int64_t last_dead = (int64_t)s->n_past - e->p.window; /* keys <= this are dead */
+    while ((int64_t)(s->n_evicted + 1) * s->B - 1 <= last_dead &&
+           s->n_evicted < s->n_past / s->B) {
+        for (int l = 0; l < e->n_layer; l++) {
+            free(s->kv[l].k[s->n_evicted]);
+            free(s->kv[l].v[s->n_evicted]);
+            s->kv[l].k[s->n_evicted] = s->kv[l].v[s->n_evicted] = NULL;
+        }
+        s->n_evicted++;
+    }
+}
+
 int mmrag_session_eval_all(struct mmrag_session *s, const int32_t *ids, int32_t n,
                            float *all_logits) {
     s->err[0] = 0;
@@ -638,6 +657,7 @@ int mmrag_session_eval_all(struct mmrag_session *s, const int32_t *ids, int32_t 
         int rc = forward_chunk(s, ids + i, m,
                                all_logits ? all_logits + (size_t)i * s->e->n_vocab : NULL);
         if (rc) return rc;
+        evict_out_of_window(s);
     }
     return 0;
 }

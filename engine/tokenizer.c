@@ -361,6 +361,21 @@ static int encode_plain(const engine_vocab *v, const unsigned char *s, size_t le
     return 0;
 }
 
+/* Length of the special token spelled at s[0..len) (longest first), or 0. */
+static size_t match_special(const engine_vocab *v, const unsigned char *s, size_t len,
+                            int32_t *id) {
+    for (int32_t k = 0; k < v->n_special; k++) {
+        const char *t = v->text[v->special[k]];
+        if ((unsigned char)t[0] != s[0]) continue;
+        size_t tl = strlen(t);
+        if (tl <= len && memcmp(t, s, tl) == 0) {
+            *id = v->special[k];
+            return tl;
+        }
+    }
+    return 0;
+}
+
 int32_t mmrag_engine_tokenize(const struct mmrag_engine *e, const char *text, size_t len,
                               int32_t *ids, int32_t max, int parse_special) {
     const engine_vocab *v = &e->vocab;
@@ -368,15 +383,9 @@ int32_t mmrag_engine_tokenize(const struct mmrag_engine *e, const char *text, si
     const unsigned char *s = (const unsigned char *)text;
     size_t start = 0;
     for (size_t i = 0; parse_special && i < len; i++) {
-        int32_t hit = -1;
-        size_t hl = 0;
-        for (int32_t k = 0; k < v->n_special; k++) {
-            const char *t = v->text[v->special[k]];
-            if ((unsigned char)t[0] != s[i]) continue;
-            size_t tl = strlen(t);
-            if (tl <= len - i && memcmp(t, s + i, tl) == 0) { hit = v->special[k]; hl = tl; break; }
-        }
-        if (hit < 0) continue;
+        int32_t hit;
+        size_t hl = match_special(v, s + i, len - i, &hit);
+        if (!hl) continue;
         if (encode_plain(v, s + start, i - start, &o)) return INT32_MIN;
         emit(&o, hit);
         i += hl - 1;
@@ -424,14 +433,43 @@ int32_t mmrag_engine_detokenize(const struct mmrag_engine *e, const int32_t *ids
     return (int32_t)total;
 }
 
+typedef struct { char *buf; size_t cap, n; } text_out;
+static void put(text_out *o, const char *src, size_t n) {
+    if (o->buf && o->n + n < o->cap) memcpy(o->buf + o->n, src, n);
+    o->n += n;
+}
+static void put_str(text_out *o, const char *s) { put(o, s, strlen(s)); }
+
+/* Content (system text, a user's question, retrieved document text) goes in with every
+ * special-token spelling split by a zero-width space: a PDF that says "<|im_end|>" must
+ * not end the turn and start one of its own (prompt injection). */
+static void put_content(text_out *o, const engine_vocab *v, const char *text) {
+    const unsigned char *s = (const unsigned char *)text;
+    size_t len = strlen(text), start = 0;
+    for (size_t i = 0; i < len; i++) {
+        int32_t id;
+        if (!match_special(v, s + i, len - i, &id)) continue;
+        put(o, text + start, i + 1 - start);
+        put(o, "\xE2\x80\x8B", 3);
+        start = i + 1;
+    }
+    put(o, text + start, len - start);
+}
+
 int32_t mmrag_engine_chat_prompt(const struct mmrag_engine *e, const char *system,
                                  const char *user, char *buf, size_t buf_size) {
-    (void)e;
     if (!system) system = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
-    int n = snprintf(buf, buf_size,
-                     "<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n"
-                     "<|im_start|>assistant\n", system, user ? user : "");
-    if (n < 0) return INT32_MIN;
-    if ((size_t)n + 1 > buf_size) return -(n + 1);
-    return n;
+    text_out o = {buf, buf_size, 0};
+    put_str(&o, "<|im_start|>system\n");
+    put_content(&o, &e->vocab, system);
+    put_str(&o, "<|im_end|>\n<|im_start|>user\n");
+    put_content(&o, &e->vocab, user ? user : "");
+    put_str(&o, "<|im_end|>\n<|im_start|>assistant\n");
+    if (o.n > INT32_MAX - 1) return INT32_MIN;
+    if (o.n + 1 > buf_size) {
+        if (buf && buf_size) buf[0] = 0;
+        return -(int32_t)(o.n + 1);
+    }
+    buf[o.n] = 0;
+    return (int32_t)o.n;
 }
