@@ -37,12 +37,13 @@ int cli_compact(int argc, char **argv); /* api/cli_compact.c (vector indexes) */
 int cli_eval(int argc, char **argv);    /* api/cli_eval.c (eval retrieval) */
 int cli_locate(int argc, char **argv);   /* api/cli_locate.c (VPE region localization) */
 int cli_eval_vpe(int argc, char **argv); /* api/cli_locate.c (`eval vpe`, hooked from cli_eval) */
-/* Fused retriever over s (api/cli_search.c); embeds chunks lacking vectors first.
- * *emb is NULL without the text model (BM25 only). Returns 0 or -1 (message printed). */
+/* Fused retriever over s (api/cli_search.c); embeds chunks lacking vectors first unless
+ * need_vectors is 0 (keywords only: no model loaded). *emb is NULL without the text
+ * model (BM25 only). Returns 0 or -1 (message printed). */
 struct embed_ctx;
 struct retriever;
-int cli_retriever_open(store *s, const char *models, int quiet, struct embed_ctx **emb,
-                       struct retriever **r);
+int cli_retriever_open(store *s, const char *models, int quiet, int need_vectors,
+                       struct embed_ctx **emb, struct retriever **r);
 
 /* ---- helpers (api/cli_common.c) ---- */
 /* "mmrag: <message>\n" on stderr. */

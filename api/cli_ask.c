@@ -277,7 +277,7 @@ int cli_ask(int argc, char **argv) {
     char *ev = NULL, *prompt = NULL, err[600];
     retr_result res = {0};
     struct mmrag_gen_result gr = {0};
-    if (cli_retriever_open(s, models, json, &emb, &r)) goto out;
+    if (cli_retriever_open(s, models, json, 1, &emb, &r)) goto out;
     retr_opts ro;
     retr_opts_default(&ro);
     ro.k = k;

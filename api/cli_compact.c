@@ -33,7 +33,7 @@ int cli_compact(int argc, char **argv) {
     embed_ctx *emb = NULL;
     retriever *r = NULL;
     int rc = CLI_OK;
-    if (cli_retriever_open(s, models, 0, &emb, &r)) { rc = CLI_DBERR; goto out; }
+    if (cli_retriever_open(s, models, 0, 1, &emb, &r)) { rc = CLI_DBERR; goto out; }
     retr_stats before, after;
     retr_get_stats(r, &before);
     char err[512];

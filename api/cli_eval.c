@@ -43,7 +43,7 @@ int cli_eval(int argc, char **argv) {
     embed_ctx *emb = NULL;
     retriever *r = NULL;
     int rc = CLI_OK;
-    if (cli_retriever_open(s, models, json, &emb, &r)) { rc = CLI_DBERR; goto out; }
+    if (cli_retriever_open(s, models, json, 1, &emb, &r)) { rc = CLI_DBERR; goto out; }
     char err[512];
     if (retr_eval_file(r, qpath, json, stdout, NULL, err, sizeof err)) {
         cli_err("%s", err);

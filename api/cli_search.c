@@ -25,16 +25,21 @@ static const char usage[] =
     "  --models DIR     model directory (default $MMRAG_MODELS or ./models)\n"
     "  Without the text model, search falls back to BM25 only (with a note).\n";
 
-/* Retriever over the store, embedding any chunks/images that still lack vectors.
- * *emb may come back NULL (no model: BM25 only, note printed unless quiet). */
-int cli_retriever_open(store *s, const char *models, int quiet, embed_ctx **emb, retriever **r) {
+/* Retriever over the store, embedding any chunks/images that still lack vectors (unless
+ * the caller needs keywords only: no model is loaded then). *emb may come back NULL (no
+ * model: BM25 only, note printed unless quiet). */
+int cli_retriever_open(store *s, const char *models, int quiet, int need_vectors, embed_ctx **emb,
+                       retriever **r) {
     char err[512];
     *r = NULL;
     *emb = NULL;
-    if (embed_create(models, emb, err, sizeof err)) {
+    if (need_vectors && embed_create(models, emb, err, sizeof err)) {
         if (!quiet) cli_err("note: %s; keyword (BM25) search only", err);
         *emb = NULL;
     }
+    if (*emb && !quiet && embed_has_pending(*emb, s))
+        cli_err("note: embedding chunks indexed without vectors (--no-embed or an earlier "
+                "failure); once, then they are stored");
     if (*emb && embed_pending(*emb, s, NULL, err, sizeof err) && !quiet)
         cli_err("note: could not embed new chunks (%s); they are found by keywords only", err);
     retr_config c;
@@ -196,7 +201,8 @@ int cli_search(int argc, char **argv) {
         ids[i] = d.id;
         store_doc_row_clear(&d);
     }
-    if (cli_retriever_open(s, models, json, &emb, &r)) { rc = CLI_DBERR; goto out; }
+    int need_vectors = !ro.sources || (ro.sources & (RETR_USE_TEXT | RETR_USE_IMAGE));
+    if (cli_retriever_open(s, models, json, need_vectors, &emb, &r)) { rc = CLI_DBERR; goto out; }
     ro.k = k;
     ro.docs = ndoc ? ids : NULL;
     ro.n_docs = ndoc;

@@ -106,3 +106,17 @@ int embed_pending(embed_ctx *e, store *s, embed_counts *n, char *err, size_t err
     if (embed_space(e, s, 0, &n->chunks, err, errlen)) return -1;
     return embed_space(e, s, 1, &n->images, err, errlen);
 }
+
+int embed_has_pending(embed_ctx *e, store *s) {
+    const char *model = textenc_model_id(e->te);
+    int any = 0;
+    for (int images = 0; images < 2 && !any; images++) {
+        store_todo *items = NULL;
+        int32_t n = 0;
+        int rc = images ? store_images_without_vector(s, "image", model, 0, 1, &items, &n)
+                        : store_chunks_without_vector(s, "text", model, 0, 1, &items, &n);
+        any = rc == STORE_OK && n > 0;
+        store_todos_free(items, n);
+    }
+    return any;
+}

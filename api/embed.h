@@ -23,4 +23,6 @@ typedef struct { int64_t chunks, images; } embed_counts;
 /* Embed every chunk/image of the store without a vector; n (may be NULL) counts the
  * vectors written. Returns 0 or -1. */
 int embed_pending(embed_ctx *e, store *s, embed_counts *n, char *err, size_t errlen);
+/* 1 if some chunk or image still lacks a vector of this model (0 also on error). */
+int embed_has_pending(embed_ctx *e, store *s);
 #endif

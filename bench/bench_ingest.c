@@ -1,5 +1,6 @@
 /* bench_ingest — ingest pages/s of mmrag (text layout, figures, crops, chunks; no
- * embeddings) against `pdftotext -bbox-layout` (spawned) on the same generated files.
+ * embeddings) against `pdftotext -bbox-layout` (spawned) on the same files: the generated
+ * corpus, then two real PDFs from Debian documentation packages (when they can be fetched).
  * mmrag is timed twice: with OCR (its default) and without, since pdftotext never OCRs.
  * Output: one row per file and a total row with the ratio mmrag/pdftotext (>1 = faster). */
 #include "ingest/ingest.h"
@@ -49,6 +50,32 @@ static double run_pdftotext(const char *path) {
     return now_s() - t0;
 }
 
+typedef struct { double m, n, p; int pages; } totals; /* seconds: OCR, no OCR, pdftotext */
+
+static void print_row(const char *name, const totals *t) {
+    printf("%-28s %6d %12.1f %12.1f %12.1f %8.2f\n", name, t->pages, t->pages / t->m,
+           t->pages / t->n, t->pages / t->p, t->p / t->n);
+}
+
+/* One row: the file through mmrag with and without OCR, and through pdftotext. */
+static int bench_file(const char *path, const char *name, totals *sum) {
+    totals t = {0, 0, 0, 0};
+    int p2 = 0;
+    t.m = run_mmrag(path, 1, &t.pages);
+    t.n = run_mmrag(path, 0, &p2);
+    t.p = run_pdftotext(path);
+    if (t.m < 0 || t.n < 0 || t.p < 0) {
+        fprintf(stderr, "bench_ingest: %s failed\n", name);
+        return -1;
+    }
+    print_row(name, &t);
+    sum->m += t.m;
+    sum->n += t.n;
+    sum->p += t.p;
+    sum->pages += t.pages;
+    return 0;
+}
+
 int main(void) {
     const char *build = getenv("MMRAG_BUILD") ? getenv("MMRAG_BUILD") : "build";
     const char *tmp = getenv("MMRAG_TMP") ? getenv("MMRAG_TMP") : "/tmp";
@@ -68,26 +95,32 @@ int main(void) {
                                         "sparse-attention-paper.pdf", "big-2000.pdf"};
     printf("%-28s %6s %12s %12s %12s %8s\n", "file", "pages", "mmrag p/s", "mmrag-noOCR", "pdftotext",
            "ratio*");
-    double tm = 0, tn = 0, tp = 0;
-    int total = 0;
+    totals gen = {0, 0, 0, 0}, real = {0, 0, 0, 0};
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        int pages = 0, p2 = 0;
-        double m = run_mmrag(path, 1, &pages), n = run_mmrag(path, 0, &p2), t = run_pdftotext(path);
-        if (m < 0 || n < 0 || t < 0) {
-            fprintf(stderr, "bench_ingest: %s failed\n", files[i]);
-            return 1;
-        }
-        printf("%-28s %6d %12.1f %12.1f %12.1f %8.2f\n", files[i], pages, pages / m, pages / n, pages / t,
-               t / n);
-        tm += m;
-        tn += n;
-        tp += t;
-        total += pages;
+        if (bench_file(path, files[i], &gen)) return 1;
     }
-    printf("%-28s %6d %12.1f %12.1f %12.1f %8.2f\n", "total", total, total / tm, total / tn, total / tp,
-           tp / tn);
+    print_row("total (generated)", &gen);
+    /* the second corpus: real PDFs from Debian documentation packages */
+    char real_dir[2048] = "";
+    FILE *f = popen("scripts/fetch-debian-docs.sh 2>/dev/null", "r");
+    if (f) {
+        if (!fgets(real_dir, sizeof real_dir, f)) real_dir[0] = 0;
+        if (pclose(f) != 0) real_dir[0] = 0;
+    }
+    real_dir[strcspn(real_dir, "\n")] = 0;
+    if (real_dir[0]) {
+        static const char *const docs[] = {"debian-reference.en.pdf", "gnuplot.pdf"};
+        for (size_t i = 0; i < sizeof docs / sizeof *docs; i++) {
+            char path[4096];
+            snprintf(path, sizeof path, "%s/%s", real_dir, docs[i]);
+            if (bench_file(path, docs[i], &real)) return 1;
+        }
+        print_row("total (Debian docs)", &real);
+    } else {
+        printf("(Debian documentation PDFs unavailable: scripts/fetch-debian-docs.sh failed)\n");
+    }
     printf("* ratio = mmrag (no OCR) pages/s / pdftotext -bbox-layout pages/s; mmrag also renders "
            "pages with images or captions to find figures, crops PNGs and chunks\n");
     return 0;

@@ -35,6 +35,9 @@ ghost=$("$m" search "$q" -k 10 --json 2>/dev/null | grep -c '"doc_id": '"$doc"',
 [ "$ghost" -eq 0 ] && ok "no ghost hits after rm" || bad "ghost hits after rm ($ghost)"
 "$m" compact >/dev/null 2>&1 && ok "compact" || bad "compact"
 "$m" search 'NEAR(" AND OR * ^' -k 2 >/dev/null 2>&1 && ok "hostile query" || bad "hostile query"
+# keywords only: no model is loaded (nothing to embed, no note), even where none exists
+err=$("$m" search "Northwind revenue" -k 2 --sources bm25 --models "$tmp/no-models" 2>&1 >/dev/null)
+[ -z "$err" ] && ok "--sources bm25 loads no model" || bad "--sources bm25 said: $err"
 
 # eval over the full question set needs the removed document back
 "$m" index "$tmp/pdf"/*.pdf >/dev/null 2>&1

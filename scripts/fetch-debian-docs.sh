@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The second corpus: real PDFs from Debian documentation packages (DESIGN.md, evaluation
+# data). Downloads the pinned .debs with `apt-get download` (nothing is installed), checks
+# the PDFs inside by sha256 and caches them once per machine. Prints the cache folder.
+#   debian-reference-en 2.100        debian-reference.en.pdf  261 pages (xdvipdfmx, tables)
+#   gnuplot-doc 5.4.4+dfsg1-2        gnuplot.pdf              311 pages (pdfTeX)
+# Usage: scripts/fetch-debian-docs.sh   (exit 1 with a one-line reason when unavailable)
+set -euo pipefail
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/mmrag/debian-docs
+# package=version  path in the .deb  sha256 of the PDF
+pins=(
+"debian-reference-en=2.100 ./usr/share/debian-reference/debian-reference.en.pdf 32775deeca0770ac25282b0c894cbaae83f4dd4ab00e891b94e8f009c0366728"
+"gnuplot-doc=5.4.4+dfsg1-2 ./usr/share/doc/gnuplot/gnuplot.pdf df68dd0613f043141512fc4436d17aaf96727d5a758d85233915ac5056a97206"
+)
+mkdir -p "$cache"
+for pin in "${pins[@]}"; do
+  set -- $pin
+  pdf=$cache/$(basename "$2")
+  if [ -f "$pdf" ] && echo "$3  $pdf" | sha256sum -c --status; then continue; fi
+  work=$(mktemp -d "$cache/dl.XXXXXX")
+  # apt's sandbox user cannot write into root's cache: download from inside the temp dir
+  chmod 755 "$work"
+  if ! (cd "$work" && apt-get download -qq "$1" >/dev/null 2>&1); then
+    rm -rf "$work"; echo "debian-docs: apt-get download $1 failed (offline or no longer in the archive)" >&2; exit 1
+  fi
+  dpkg-deb --fsys-tarfile "$work"/*.deb | tar -xO "$2" > "$work/pdf"
+  if ! echo "$3  $work/pdf" | sha256sum -c --status; then
+    rm -rf "$work"; echo "debian-docs: $(basename "$2") from $1 has an unexpected sha256" >&2; exit 1
+  fi
+  mv "$work/pdf" "$pdf"
+  rm -rf "$work"
+done
+echo "$cache"
