@@ -46,7 +46,7 @@ enum mmrag_attn_mode {
 enum mmrag_rope_scaling { MMRAG_ROPE_NONE = 0, MMRAG_ROPE_LINEAR = 1, MMRAG_ROPE_NTK = 2 };
 enum mmrag_stop_reason {
     MMRAG_STOP_NONE = 0, MMRAG_STOP_END_TURN = 1, MMRAG_STOP_MAX_TOKENS = 2,
-    MMRAG_STOP_SEQUENCE = 3, MMRAG_STOP_ABORTED = 4,
+    MMRAG_STOP_SEQUENCE = 3, MMRAG_STOP_ABORTED = 4, MMRAG_STOP_REPETITION = 5,
 };
 
 struct mmrag_engine_params {
@@ -138,6 +138,9 @@ struct mmrag_gen_params {
     int32_t json_mode;      /* 1: output is exactly one JSON object (constrained decoding;
                                stop strings are ignored, control tokens are masked) */
     int32_t keep_context;   /* 1: do not reset the session before the prompt */
+    int32_t loop_guard;     /* 1 (default): stop ("repetition") once the output ends in a
+                               span of 16..128 tokens twice, or of 4..15 tokens three times,
+                               back to back: small models loop instead of ending */
 };
 struct mmrag_gen_params mmrag_gen_default_params(void);
 

@@ -14,6 +14,7 @@ struct mmrag_gen_params mmrag_gen_default_params(void) {
     p.sampling.top_p = 1.0f;
     p.sampling.repeat_penalty = 1.0f;
     p.max_tokens = 256;
+    p.loop_guard = 1;
     return p;
 }
 
@@ -23,6 +24,7 @@ const char *mmrag_stop_reason_str(int32_t r) {
     case MMRAG_STOP_MAX_TOKENS: return "max_tokens";
     case MMRAG_STOP_SEQUENCE: return "stop_sequence";
     case MMRAG_STOP_ABORTED: return "aborted";
+    case MMRAG_STOP_REPETITION: return "repetition";
     default: return "none";
     }
 }
@@ -80,6 +82,21 @@ static size_t utf8_tail(const char *s, size_t n) {
         if ((c & 0xC0) == 0x80) continue;
         size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
         return need > k ? k : 0;
+    }
+    return 0;
+}
+
+/* 1 if t[0..n) ends in a loop: the last L tokens repeated back to back, twice for
+ * 16 <= L <= 128 and three times for shorter spans (L >= 4; a repeated word is not a
+ * loop). Exact repeats only: table rows and list items differ from one another. */
+static int ends_in_loop(const int32_t *t, int32_t n) {
+    for (int32_t L = 4; L <= 128; L++) {
+        int copies = L >= 16 ? 2 : 3;
+        if ((int64_t)L * copies > n) break;
+        int same = 1;
+        for (int c = 1; c < copies && same; c++)
+            same = memcmp(t + n - L, t + n - (int64_t)(c + 1) * L, (size_t)L * sizeof *t) == 0;
+        if (same) return 1;
     }
     return 0;
 }
@@ -195,6 +212,10 @@ int mmrag_session_generate(struct mmrag_session *s, const char *prompt,
         }
         if (js.done) {
             r->stop_reason = MMRAG_STOP_END_TURN;
+            break;
+        }
+        if (p->loop_guard && ends_in_loop(r->tokens, r->n_gen)) {
+            r->stop_reason = MMRAG_STOP_REPETITION;
             break;
         }
         if (step + 1 == max_tokens) break;

@@ -103,7 +103,8 @@ typedef struct {
     char *answer;
     mmrag_hit *citations;        /* citations[i] is evidence [i+1] in the answer */
     int32_t n_citations;
-    const char *stop_reason;     /* "end_turn", "max_tokens", "stop_sequence", "aborted" */
+    const char *stop_reason;     /* "end_turn", "max_tokens", "stop_sequence", "aborted",
+                                    "repetition" (the model began to loop) */
     double ttft_ms;              /* time to first token */
     int32_t prompt_tokens, completion_tokens;
 } mmrag_answer;

@@ -430,6 +430,60 @@ TEST(stop_strings_max_tokens_streaming) {
     mmrag_engine_free(e);
 }
 
+/* Independent of generate.c's scan: the shortest prefix of t that ends in a loop (a span
+ * of L tokens c times back to back: c = 2 for L >= 16, 3 for 4 <= L < 16), or -1. */
+static int32_t first_loop_end(const int32_t *t, int32_t n) {
+    for (int32_t end = 1; end <= n; end++)
+        for (int32_t L = 4; L <= 128; L++) {
+            int32_t c = L >= 16 ? 2 : 3, i;
+            if (L * c > end) break;
+            for (i = end - L * c; i < end - L && t[i] == t[i + L]; i++) {}
+            if (i == end - L) return end;
+        }
+    return -1;
+}
+
+/* The loop guard stops exactly where the free-running output first loops, and changes
+ * nothing else (SmolLM2 continues repetitive text by repeating it; prose does not loop). */
+TEST(loop_guard_stops_at_the_first_loop) {
+    if (!have_smol()) SKIP("SmolLM2 GGUF not fetched (make models)");
+    struct mmrag_engine *e = open_model(smol_path, mmrag_engine_default_params());
+    CHECK(e);
+    char err[256];
+    struct mmrag_session *s = mmrag_session_create(e, err, sizeof err);
+    static const char *const prompts[] = {
+        "The cat sat on the mat. The cat sat on the mat. The cat sat on the mat.",
+        "red, green, blue, red, green, blue, red, green, blue,",
+        "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n"};
+    int looped = 0;
+    for (int k = 0; k < 3; k++) {
+        struct mmrag_gen_params g = mmrag_gen_default_params();
+        g.max_tokens = 96;
+        g.loop_guard = 0;
+        struct mmrag_gen_result free_run, guarded;
+        CHECK(mmrag_session_generate(s, prompts[k], &g, &free_run) == 0);
+        g.loop_guard = 1;
+        CHECK(mmrag_session_generate(s, prompts[k], &g, &guarded) == 0);
+        int32_t end = first_loop_end(free_run.tokens, free_run.n_gen);
+        if (end > 0) {
+            looped++;
+            CHECK(guarded.stop_reason == MMRAG_STOP_REPETITION && guarded.n_gen == end);
+            CHECK(strcmp(mmrag_stop_reason_str(guarded.stop_reason), "repetition") == 0);
+        } else {
+            CHECK(guarded.stop_reason == free_run.stop_reason && guarded.n_gen == free_run.n_gen);
+        }
+        CHECK(memcmp(guarded.tokens, free_run.tokens, (size_t)guarded.n_gen * sizeof(int32_t)) == 0);
+        printf("  prompt %d: free run %d tokens (%s), guarded %d (%s)\n", k, free_run.n_gen,
+               mmrag_stop_reason_str(free_run.stop_reason), guarded.n_gen,
+               mmrag_stop_reason_str(guarded.stop_reason));
+        mmrag_gen_result_free(&free_run);
+        mmrag_gen_result_free(&guarded);
+    }
+    CHECK(looped >= 1);
+    mmrag_session_free(s);
+    mmrag_engine_free(e);
+}
+
 TEST(prompt_over_context_is_an_error) {
     struct mmrag_engine_params p = mmrag_engine_default_params();
     p.n_ctx = 32;
