@@ -54,12 +54,12 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 PREFIX ?= /usr/local
 
-.PHONY: all deps faiss models test demo bench clean help check-faiss install check-api
+.PHONY: all deps faiss models test demo bench eval clean help check-faiss install check-api
 all: $(BUILD)/mmrag $(BUILD)/libmmrag.a $(BUILD)/libmmrag.so $(EXAMPLE_BIN)
 
 help:
 	@sed -n 's/^#   //p' Makefile
-	@echo "  make deps | models | test | demo | bench | check-api | clean"
+	@echo "  make deps | models | test | demo | bench | eval | check-api | clean"
 
 deps:
 	@scripts/deps.sh
@@ -168,6 +168,13 @@ bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_BIN) $(TOOL_BIN)
 	@scripts/build-llamacpp.sh >/dev/null || echo "bench: llama.cpp baseline could not be built"
 	@scripts/run-bench.sh $(BUILD) $(MODELS) $(BENCH_BIN)
+
+# `make eval` = retrieval quality (recall, MRR, nDCG, ablation) on the generated corpus and
+# on real Debian documentation PDFs (scripts/eval-retrieval.sh)
+eval: deps
+	@$(MAKE) --no-print-directory models
+	@$(MAKE) --no-print-directory all $(TOOL_BIN)
+	@scripts/eval-retrieval.sh $(BUILD) $(MODELS)
 
 # `make check-api` = Schemathesis (PyPI, in a cached venv) against /openapi.json: no 5xx
 check-api: deps

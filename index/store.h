@@ -232,7 +232,8 @@ typedef struct {
 
 void store_search_opts_default(store_search_opts *o);
 /* Any user text is accepted: terms are quoted (FTS5 syntax is never interpreted), "..."
- * phrases stay phrases, terms are OR-ed and ranked by BM25. An empty query gives 0 hits.
+ * phrases stay phrases, English function words are dropped (unless that leaves nothing),
+ * terms are OR-ed and ranked by BM25. An empty query gives 0 hits.
  * Caller frees with store_hits_free(hits, n). */
 int store_search_bm25(store *s, const char *query, const store_search_opts *o,
                       store_hit **hits, int32_t *n);

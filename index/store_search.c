@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include "index/store_int.h"
 
 #define MAX_TERMS 64
@@ -29,8 +30,30 @@ static size_t put_piece(char *buf, size_t buflen, size_t at, const char *p, size
     return at + 1;
 }
 
-size_t store_fts_query(const char *query, char *buf, size_t buflen) {
-    size_t at = 0;
+/* English function words: OR-ed into a BM25 query they rank pages by how often they say
+ * "the" and "how". Spatial and negation words stay (they carry meaning in questions). */
+static const char *const stop_words[] = {
+    "a", "an", "the", "and", "or", "but", "if", "of", "at", "by", "for", "with", "to", "from",
+    "in", "on", "into", "is", "are", "was", "were", "be", "been", "being", "do", "does", "did",
+    "have", "has", "had", "i", "me", "my", "we", "our", "you", "your", "he", "she", "it",
+    "its", "they", "them", "their", "what", "which", "who", "whom", "this", "that", "these",
+    "those", "how", "when", "where", "why", "can", "could", "should", "would", "will", "shall",
+    "may", "might", "must", "there", "here", "so", "as", "than", "then", "just", "also", "any",
+    "some", "such", NULL};
+
+/* Is the unquoted piece one stop word (ignoring case and punctuation around it)? */
+static int is_stop_word(const char *p, size_t n) {
+    while (n && !has_token(p, 1)) { p++; n--; }
+    while (n && !has_token(p + n - 1, 1)) n--;
+    for (int i = 0; stop_words[i]; i++)
+        if (strlen(stop_words[i]) == n && strncasecmp(p, stop_words[i], n) == 0) return 1;
+    return 0;
+}
+
+/* Splits the query into pieces: "..." phrases whole, other words at whitespace. Calls
+ * fn for each piece with a token in it; stops after MAX_TERMS. */
+typedef void (*piece_fn)(void *ctx, const char *p, size_t n, int quoted);
+static void each_piece(const char *query, piece_fn fn, void *ctx) {
     int terms = 0;
     const char *p = query ? query : "";
     while (*p && terms < MAX_TERMS) {
@@ -38,7 +61,8 @@ size_t store_fts_query(const char *query, char *buf, size_t buflen) {
         if (!*p) break;
         const char *start;
         size_t n;
-        if (*p == '"') {           /* a user phrase: up to the closing quote (or the end) */
+        int quoted = *p == '"';
+        if (quoted) {              /* a user phrase: up to the closing quote (or the end) */
             start = ++p;
             while (*p && *p != '"') p++;
             n = (size_t)(p - start);
@@ -49,11 +73,30 @@ size_t store_fts_query(const char *query, char *buf, size_t buflen) {
             n = (size_t)(p - start);
         }
         if (!has_token(start, n)) continue;
-        at = put_piece(buf, buflen, at, start, n, terms == 0);
+        fn(ctx, start, n, quoted);
         terms++;
     }
-    if (buflen) buf[at < buflen ? at : buflen - 1] = 0;
-    return at + 1;
+}
+
+typedef struct { char *buf; size_t buflen, at; int terms, content, drop_stop; } fts_build;
+static void count_content(void *ctx, const char *p, size_t n, int quoted) {
+    fts_build *b = ctx;
+    b->content += quoted || !is_stop_word(p, n);
+}
+static void add_piece(void *ctx, const char *p, size_t n, int quoted) {
+    fts_build *b = ctx;
+    if (b->drop_stop && !quoted && is_stop_word(p, n)) return;
+    b->at = put_piece(b->buf, b->buflen, b->at, p, n, b->terms == 0);
+    b->terms++;
+}
+
+size_t store_fts_query(const char *query, char *buf, size_t buflen) {
+    fts_build b = {buf, buflen, 0, 0, 0, 0};
+    each_piece(query, count_content, &b);
+    b.drop_stop = b.content > 0; /* a query of stop words only ("to be or not") keeps them */
+    each_piece(query, add_piece, &b);
+    if (buflen) buf[b.at < buflen ? b.at : buflen - 1] = 0;
+    return b.at + 1;
 }
 
 void store_search_opts_default(store_search_opts *o) {

@@ -13,6 +13,7 @@ void retr_opts_default(retr_opts *o) {
     for (int i = 0; i < RETR_NSRC; i++) o->weight[i] = -1.0f;
     o->sources = RETR_USE_ALL;
     o->kind = -1;
+    o->min_image_score = 0.2f;
 }
 
 /* words that ask for something visual (lowercase, matched as whole words or plurals) */

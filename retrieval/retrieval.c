@@ -233,7 +233,12 @@ static int vector_list(retriever *r, vindex *v, int src, const float *q, const r
         int32_t nh = 0;
         if (vindex_search(v, q, (int32_t)fetch, h, &nh, err, errlen)) { free(h); return -1; }
         *nlist = 0;
+        int floor_hit = 0;
         for (int32_t i = 0; i < nh && *nlist < o->depth; i++) {
+            if (src == RETR_SRC_IMAGE && h[i].score < o->min_image_score) { /* sorted */
+                floor_hit = 1;
+                break;
+            }
             cand *c = src == RETR_SRC_IMAGE ? resolve_image(r, cs, h[i].id)
                                             : resolve_chunk(r, cs, h[i].id);
             if (!c || !passes(o, c->doc, c->page, cand_kind(c))) continue;
@@ -244,7 +249,7 @@ static int vector_list(retriever *r, vindex *v, int src, const float *q, const r
             list[(*nlist)++] = c->key;
         }
         free(h);
-        if (*nlist >= o->depth || fetch >= size) return 0;
+        if (*nlist >= o->depth || fetch >= size || floor_hit) return 0;
         fetch *= 4;
     }
 }

@@ -67,6 +67,8 @@ typedef struct retr_opts {
     int32_t n_docs;
     int32_t page_min, page_max;  /* 0 = unbounded */
     int32_t kind;            /* store_chunk_kind, -1 = any */
+    float min_image_score;   /* image hits under this cosine are no candidates (0.2): in a
+                                list of few images an unrelated one would still rank first */
 } retr_opts;
 void retr_opts_default(retr_opts *o);
 

@@ -246,6 +246,11 @@ TEST(search_citations_and_image_mapping) {
      * the image, no chunk) and the captioned one as its caption chunk */
     o.sources = RETR_USE_IMAGE;
     o.k = 10;
+    /* unrelated words: no image is similar enough to be a candidate */
+    CHECK(retr_search(r, "zebra xylophone quartz", &o, &res, err, sizeof err) == 0);
+    CHECK_MSG(res.n == 0, "image hits over the floor %d", res.n);
+    retr_result_free(&res);
+    o.min_image_score = -1.0f; /* no floor: every image, best first */
     CHECK(retr_search(r, "anything at all", &o, &res, err, sizeof err) == 0);
     CHECK_MSG(res.n == 2, "image hits %d", res.n);
     int img_only = res.hits[0].chunk_id == 0 ? 0 : 1;
