@@ -608,8 +608,9 @@ TEST(softmax_step_and_wsum_acc) {
     const kern_ops *paths[2];
     int np = n_paths(paths);
     for (int p = 0; p < np; p++)
-        for (int c = 0; c < 6; c++) {
-            int64_t n = (int64_t[]){1, 7, 8, 33, 64, 100}[c], d = (int64_t[]){8, 16, 64, 72, 128, 3}[c];
+        for (int c = 0; c < 8; c++) { /* d: every slab width (64, 32, 8) and a ragged tail */
+            int64_t n = (int64_t[]){1, 7, 8, 33, 64, 100, 50, 9}[c];
+            int64_t d = (int64_t[]){8, 16, 64, 72, 128, 3, 32, 107}[c];
             int64_t st = d + 5;
             float *x = rnd_vec(n, -20, 20), *V = rnd_vec(n * st, -1, 1), *acc = rnd_vec(d, -1, 1);
             if (n > 2) x[1] = -INFINITY;
