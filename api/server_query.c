@@ -586,16 +586,23 @@ static void *producer_main(void *arg) {
     return NULL;
 }
 
+/* Waits a while for the next piece: a third of the idle timeout (--timeout), at most a
+ * second. When none comes (retrieval, a long prefill on a slow machine) it sends an SSE
+ * comment, ":\n\n", which clients skip: the connection stays active, so the idle timeout
+ * never cuts a slow answer off before its first token. */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
     gen_job *g = cls;
+    int64_t wait_ns = (int64_t)g->s->cfg.timeout_s * 1000000000 / 3;
+    if (wait_ns > 1000000000 || wait_ns <= 0) wait_ns = 1000000000;
     pthread_mutex_lock(&g->mu);
-    while (g->off == g->len && !g->done) {
-        if (g->s->stopping) break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 1;
-        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
-    }
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += (long)(wait_ns % 1000000000);
+    until.tv_sec += (time_t)(wait_ns / 1000000000) + until.tv_nsec / 1000000000;
+    until.tv_nsec %= 1000000000;
+    while (g->off == g->len && !g->done && !g->s->stopping)
+        if (pthread_cond_timedwait(&g->cv, &g->mu, &until) == ETIMEDOUT) break;
     ssize_t n;
     if (g->off < g->len) {
         size_t k = g->len - g->off;
@@ -603,8 +610,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         memcpy(buf, g->buf + g->off, k);
         g->off += k;
         n = (ssize_t)k;
+    } else if (g->done) {
+        n = MHD_CONTENT_READER_END_OF_STREAM;
+    } else if (g->s->stopping || max < 3) {
+        n = MHD_CONTENT_READER_END_WITH_ERROR;
     } else {
-        n = g->done ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+        memcpy(buf, ":\n\n", 3);
+        n = 3;
     }
     pthread_mutex_unlock(&g->mu);
     return n;

@@ -66,6 +66,13 @@ typedef struct {
     float body_size;
 } ing_pagectx;
 
+/* ingest-furniture.c: running headers/footers and page numbers, across pages */
+#define ING_FURNITURE_MAX 64
+typedef struct { uint64_t sig; int ybucket, page, pages; } ing_furniture_line; /* last page, count */
+typedef struct { ing_furniture_line e[ING_FURNITURE_MAX]; int n; } ing_furniture;
+/* drops the page's furniture fragments (call right after ingest_layout_extract) */
+void ingest_furniture_strip(ing_furniture *t, ing_pagectx *pc, int page);
+
 /* ingest-layout.c */
 int ingest_layout_extract(ing_pagectx *pc);          /* fragments from the text layer */
 int ingest_layout_add_frag(ing_pagectx *pc, ingest_box b, float size, const char *text, int len);

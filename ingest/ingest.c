@@ -27,6 +27,7 @@ struct ingest_doc {
     ing_ocr *ocr;
     ing_scratch scratch;   /* figure detection's pixel map, reused across pages */
     int render_streak;     /* pages in a row that needed a render (see render_first) */
+    ing_furniture furniture; /* header/footer lines seen on earlier pages */
 };
 
 unsigned char *ingest_scratch(ing_scratch *s, size_t n) {
@@ -46,7 +47,7 @@ unsigned char *ingest_scratch(ing_scratch *s, size_t n) {
 
 void ingest_options_default(ingest_options *o) {
     *o = (ingest_options){.chunk_tokens = 200, .overlap_tokens = 40, .ocr = 1, .render_dpi = 144,
-                          .tessdata = NULL};
+                          .strip_furniture = 1, .tessdata = NULL};
 }
 
 const char *ingest_chunk_kind_name(int32_t kind) {
@@ -399,6 +400,7 @@ int ingest_doc_page(ingest_doc *d, int32_t number, ingest_page **out, char *err,
     cairo_surface_t *render = NULL;
     int rc = render_first(d, &pc, &render), ocr_rc = 0;
     if (rc == 0) rc = ingest_layout_extract(&pc);
+    if (rc == 0 && pc.n_chars > 0 && d->o.strip_furniture) ingest_furniture_strip(&d->furniture, &pc, number);
     if (rc == 0 && pc.n_chars == 0 && d->o.ocr) {
         char oerr[256] = "";
         ocr_rc = ingest_ocr_page(&d->ocr, d->o.tessdata, &pc, oerr, sizeof oerr);

@@ -74,6 +74,7 @@ typedef struct {
     int32_t overlap_tokens; /* overlap between consecutive chunks of one span; default 40 */
     int32_t ocr;            /* 1 = OCR pages without a text layer (default), 0 = skip */
     int32_t render_dpi;     /* for figure detection, OCR and crops; default 144 */
+    int32_t strip_furniture; /* 1 = drop running headers/footers and page numbers (default) */
     const char *tessdata;   /* NULL = Tesseract's default */
 } ingest_options;
 

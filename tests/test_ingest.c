@@ -7,6 +7,7 @@
 #include "ingest/ingest.h"
 #include "tests/test.h"
 #include <cairo.h>
+#include <cairo-pdf.h>
 #include <ctype.h>
 #include <jansson.h>
 #include <sys/resource.h>
@@ -540,6 +541,73 @@ TEST(flat_memory_2000_pages) {
      * (content-independent, not ours). A leaked render or crop per page would add
      * hundreds of MB. */
     CHECK_MSG(r2000 - r50 <= 16 * 1024, "peak RSS grew by %ld KB", r2000 - r50);
+}
+
+/* Running header, footer and page numbers: dropped from the third page on (the header)
+ * and on every page (the numbers); body text, a heading at the top and a different line
+ * in the header zone stay. The PDF is drawn here with cairo, truth by construction. */
+TEST(running_headers_and_page_numbers_dropped) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/furniture.pdf", test_env("MMRAG_TMP", "/tmp"));
+    cairo_surface_t *sf = cairo_pdf_surface_create(path, 612, 792);
+    cairo_t *cr = cairo_create(sf);
+    cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    for (int p = 1; p <= 5; p++) {
+        char line[128];
+        cairo_set_font_size(cr, 9);
+        cairo_move_to(cr, 72, 40);
+        cairo_show_text(cr, "Acme Gearbox Service Manual");
+        snprintf(line, sizeof line, "%d", p);
+        cairo_move_to(cr, 530, 40);
+        cairo_show_text(cr, line);
+        snprintf(line, sizeof line, "Page %d of 5", p);
+        cairo_move_to(cr, 280, 770);
+        cairo_show_text(cr, line);
+        cairo_set_font_size(cr, 16);
+        cairo_move_to(cr, 72, 100);
+        cairo_show_text(cr, p == 4 ? "Chapter 2 Lubrication" : "Overview of the gear train");
+        cairo_set_font_size(cr, 11);
+        snprintf(line, sizeof line, "Body paragraph %d explains torque on shaft number %d.", p, p * 7);
+        cairo_move_to(cr, 72, 140);
+        cairo_show_text(cr, line);
+        cairo_show_page(cr);
+    }
+    cairo_destroy(cr);
+    cairo_surface_destroy(sf);
+    ingest_options o;
+    ingest_options_default(&o);
+    ingest_doc *d = NULL;
+    char err[512];
+    CHECK_MSG(ingest_doc_open(path, &o, &d, err, sizeof err) == 0, "%s", err);
+    for (int p = 1; p <= 5; p++) {
+        ingest_page *pg = NULL;
+        CHECK(ingest_doc_page(d, p, &pg, err, sizeof err) == 0 && pg);
+        char *t = page_text(pg), want[128];
+        snprintf(want, sizeof want, "Body paragraph %d explains torque on shaft number %d.", p, p * 7);
+        CHECK_MSG(strstr(t, want) != NULL, "page %d: %s", p, t);
+        CHECK_MSG(strstr(t, p == 4 ? "Chapter 2 Lubrication" : "Overview of the gear train"), "page %d: %s", p, t);
+        CHECK_MSG((strstr(t, "Acme Gearbox Service Manual") != NULL) == (p <= 2), "page %d: %s", p, t);
+        CHECK_MSG(!strstr(t, "of 5"), "page %d kept its footer: %s", p, t);
+        /* the bare page number: no chunk is just the digit */
+        for (int i = 0; i < pg->n_chunks; i++) {
+            snprintf(want, sizeof want, "%d", p);
+            CHECK_MSG(strcmp(pg->chunks[i].text, want) != 0, "page %d number kept", p);
+        }
+        free(t);
+        ingest_page_free(pg);
+    }
+    ingest_doc_free(d);
+    /* off by option: everything stays */
+    o.strip_furniture = 0;
+    CHECK(ingest_doc_open(path, &o, &d, err, sizeof err) == 0);
+    ingest_page *pg = NULL;
+    CHECK(ingest_doc_page(d, 5, &pg, err, sizeof err) == 0 && pg);
+    char *t = page_text(pg);
+    CHECK_MSG(strstr(t, "Acme Gearbox Service Manual") && strstr(t, "Page 5 of 5"), "%s", t);
+    free(t);
+    ingest_page_free(pg);
+    ingest_doc_free(d);
+    unlink(path);
 }
 
 TEST(zz_cleanup) {

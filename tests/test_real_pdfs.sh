@@ -44,6 +44,12 @@ for d in "$ref" "$gp"; do
 done
 [ "$badbox" -eq 0 ] && ok "all chunk boxes inside the page and non-empty" || bad "$badbox bad boxes"
 
+# running headers are page furniture, not content: at most the first two pages keep them
+nh=$("$m" show "$ref" --json | jq '[.chunks[] | select(.text | test("^Debian Reference"))] | length')
+ng=$("$m" show "$gp" --json | jq '[.chunks[] | select(.text | test("^gnuplot 5\\.4"))] | length')
+[ "${nh:-99}" -le 3 ] && [ "${ng:-99}" -le 3 ] && ok "running headers dropped (chunks starting with them: $nh, $ng)" \
+  || bad "running headers kept: $nh debian-reference chunks, $ng gnuplot chunks start with them"
+
 tables=$("$m" show "$ref" --json | jq '[.chunks[] | select(.kind == "table")] | length')
 [ "${tables:-0}" -ge 20 ] && ok "debian-reference: $tables table chunks" || bad "debian-reference tables: $tables"
 

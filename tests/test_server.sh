@@ -281,6 +281,16 @@ sleep 0.3
 req POST /v1/search -d '{"query":"x"}'; check "slots free again after the clients leave" [ "$CODE" = 200 ]
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 
+# ---- a first token later than the idle timeout: keep-alive comments hold the stream -------
+if [ -f "${MMRAG_MODELS:-models}/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
+  start_server slow --db "$T/db" --timeout 1 --gen-threads 1
+  Q="Explain in detail everything these documents say about $WORD, revenue, wiring and attention."
+  curl -sN -o "$T/sse-slow" -X POST "$URL/v1/ask" -d "{\"question\":\"$Q\",\"k\":10,\"max_tokens\":8,\"stream\":true}"
+  check "stream outlives --timeout 1 while the model starts (keep-alives: $(grep -c '^:$' "$T/sse-slow" 2>/dev/null))" \
+    bash -c "grep -q '^event: citations' '$T/sse-slow' && grep -q '^event: done' '$T/sse-slow'"
+  kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+fi
+
 # ---- API keys: collections are isolated ----------------------------------------------------
 printf '# test keys\nkey-alpha-0001 alpha\nkey-bravo-0002 bravo\n' >"$T/keys"
 start_server keys --db "$T/kdb" --keys "$T/keys"
