@@ -5,7 +5,9 @@
  * are dropped before chunking: as chunks they are noise for search (14% of
  * debian-reference's chunks were its header) and as text they glue a title onto the
  * first paragraph of each page. A repeated line goes from its third page on (the first
- * may be the title; a heading may stand at one height twice). Memory: a fixed table. */
+ * may be the title; a heading may stand at one height twice), and only when nothing kept
+ * stands between it and the edge and a gap sets it apart from the body. Memory: a fixed
+ * table of lines. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,10 +57,6 @@ static uint64_t line_sig(const char *t, int *only_number) {
     return h;
 }
 
-static int in_zone(const ing_pagectx *pc, const ing_frag *f) {
-    return f->b.y1 <= EDGE * pc->h || f->b.y0 >= (1.0f - EDGE) * pc->h;
-}
-
 static int ybucket(const ing_pagectx *pc, const ing_frag *f) {
     return (int)(f->b.y0 / pc->h * YBUCKETS + 0.5f);
 }
@@ -73,12 +71,17 @@ static ing_furniture_line *find_line(ing_furniture *t, uint64_t sig, int yb) {
 /* Counts the page the line is on; returns on how many earlier pages it stood. */
 static int remember(ing_furniture *t, uint64_t sig, int yb, int page) {
     ing_furniture_line *l = find_line(t, sig, yb);
-    if (!l) { /* full: the line seen on the fewest pages, longest ago, makes room */
-        int slot = t->n < ING_FURNITURE_MAX ? t->n++ : 0;
-        for (int i = 1; t->n == ING_FURNITURE_MAX && i < t->n; i++)
-            if (t->e[i].pages < t->e[slot].pages ||
-                (t->e[i].pages == t->e[slot].pages && t->e[i].page < t->e[slot].page))
-                slot = i;
+    if (!l) {
+        int slot = t->n;
+        if (t->n < ING_FURNITURE_MAX) {
+            t->n++;
+        } else { /* full: the line seen on the fewest pages, longest ago, makes room */
+            slot = 0;
+            for (int i = 1; i < t->n; i++)
+                if (t->e[i].pages < t->e[slot].pages ||
+                    (t->e[i].pages == t->e[slot].pages && t->e[i].page < t->e[slot].page))
+                    slot = i;
+        }
         l = &t->e[slot];
         *l = (ing_furniture_line){sig, yb, 0, 0};
     }
@@ -89,22 +92,70 @@ static int remember(ing_furniture *t, uint64_t sig, int yb, int page) {
     return l->pages - 1;
 }
 
-void ingest_furniture_strip(ing_furniture *t, ing_pagectx *pc, int page) {
-    int kept = 0;
+/* zone fragments, nearest the edge first */
+typedef struct { int i; float dist; } zone_item;
+static int cmp_dist(const void *a, const void *b) {
+    float x = ((const zone_item *)a)->dist, y = ((const zone_item *)b)->dist;
+    return (x > y) - (x < y);
+}
+
+/* Is a kept fragment of the same zone between f and the edge? A running line stands
+ * between the edge and the body: a line that repeats under a kept one is body text
+ * ("Syntax:" opening page after page of a manual). */
+static int blocked(const ing_pagectx *pc, const zone_item *z, int upto, const char *drop, int top) {
+    const ing_frag *f = &pc->frags[z[upto].i];
+    for (int k = 0; k < upto; k++) {
+        const ing_frag *g = &pc->frags[z[k].i];
+        int outside = top ? g->b.y1 <= f->b.y0 : g->b.y0 >= f->b.y1;
+        if (outside && !drop[z[k].i]) return 1;
+    }
+    return 0;
+}
+
+/* Does f keep its distance from the body? The nearest kept line on the inner side is more
+ * than 1.2 of f's line heights away: headers and footers stand apart, while a page's last
+ * body line that happens to read the same page after page ("Syntax:") does not. */
+static int apart(const ing_pagectx *pc, int fi, const char *drop, int top) {
+    const ing_frag *f = &pc->frags[fi];
+    float gap = pc->h;
     for (int i = 0; i < pc->n_frags; i++) {
-        ing_frag *f = &pc->frags[i];
-        int drop = 0;
-        if (in_zone(pc, f)) {
+        const ing_frag *g = &pc->frags[i];
+        if (i == fi || drop[i]) continue;
+        float d = top ? g->b.y0 - f->b.y1 : f->b.y0 - g->b.y1;
+        if (d >= 0 && d < gap) gap = d;
+    }
+    return gap > 1.2f * (f->b.y1 - f->b.y0);
+}
+
+void ingest_furniture_strip(ing_furniture *t, ing_pagectx *pc, int page) {
+    char *drop = calloc((size_t)pc->n_frags + 1, 1);
+    zone_item *z = malloc(((size_t)pc->n_frags + 1) * sizeof *z);
+    if (!drop || !z) { free(drop); free(z); return; } /* out of memory: keep everything */
+    for (int top = 1; top >= 0; top--) {
+        int nz = 0;
+        for (int i = 0; i < pc->n_frags; i++) {
+            const ing_frag *f = &pc->frags[i];
+            if (top ? f->b.y1 <= EDGE * pc->h : f->b.y0 >= (1.0f - EDGE) * pc->h)
+                z[nz++] = (zone_item){i, top ? f->b.y0 : pc->h - f->b.y1};
+        }
+        qsort(z, (size_t)nz, sizeof *z, cmp_dist);
+        for (int k = 0; k < nz; k++) {
+            const ing_frag *f = &pc->frags[z[k].i];
             int number;
             uint64_t sig = line_sig(f->text, &number);
-            int yb = ybucket(pc, f);
             /* a third page with the same line: a heading repeats at one height on two
              * pages now and then ("Examples"), a running header on every page */
-            int earlier = remember(t, sig, yb, page);
-            drop = number || earlier >= 2;
+            int earlier = remember(t, sig, ybucket(pc, f), page);
+            drop[z[k].i] = number || (earlier >= 2 && !blocked(pc, z, k, drop, top) &&
+                                      apart(pc, z[k].i, drop, top));
         }
-        if (drop) free(f->text);
-        else pc->frags[kept++] = *f;
+    }
+    int kept = 0;
+    for (int i = 0; i < pc->n_frags; i++) {
+        if (drop[i]) free(pc->frags[i].text);
+        else pc->frags[kept++] = pc->frags[i];
     }
     pc->n_frags = kept;
+    free(drop);
+    free(z);
 }

@@ -544,8 +544,9 @@ TEST(flat_memory_2000_pages) {
 }
 
 /* Running header, footer and page numbers: dropped from the third page on (the header)
- * and on every page (the numbers); body text, a heading at the top and a different line
- * in the header zone stay. The PDF is drawn here with cairo, truth by construction. */
+ * and on every page (the numbers); body text, a heading at the top, a different line in
+ * the header zone and a repeated last body line in the footer zone stay. The PDF is
+ * drawn here with cairo, truth by construction. */
 TEST(running_headers_and_page_numbers_dropped) {
     char path[2048];
     snprintf(path, sizeof path, "%s/furniture.pdf", test_env("MMRAG_TMP", "/tmp"));
@@ -570,6 +571,13 @@ TEST(running_headers_and_page_numbers_dropped) {
         snprintf(line, sizeof line, "Body paragraph %d explains torque on shaft number %d.", p, p * 7);
         cairo_move_to(cr, 72, 140);
         cairo_show_text(cr, line);
+        /* the body runs into the bottom zone and its last line reads the same on every
+         * page, close under the line above it: body text, not a footer */
+        snprintf(line, sizeof line, "Clearances for gear stage %d are listed below.", p);
+        cairo_move_to(cr, 72, 722);
+        cairo_show_text(cr, line);
+        cairo_move_to(cr, 72, 735);
+        cairo_show_text(cr, "Syntax: torque <value>");
         cairo_show_page(cr);
     }
     cairo_destroy(cr);
@@ -588,6 +596,7 @@ TEST(running_headers_and_page_numbers_dropped) {
         CHECK_MSG(strstr(t, p == 4 ? "Chapter 2 Lubrication" : "Overview of the gear train"), "page %d: %s", p, t);
         CHECK_MSG((strstr(t, "Acme Gearbox Service Manual") != NULL) == (p <= 2), "page %d: %s", p, t);
         CHECK_MSG(!strstr(t, "of 5"), "page %d kept its footer: %s", p, t);
+        CHECK_MSG(strstr(t, "Syntax: torque <value>"), "page %d lost its last body line: %s", p, t);
         /* the bare page number: no chunk is just the digit */
         for (int i = 0; i < pg->n_chunks; i++) {
             snprintf(want, sizeof want, "%d", p);
