@@ -72,7 +72,7 @@ typedef struct {
     pipeline_options popt;
     int tty, json;
     int64_t pages_done;      /* over finished and running documents */
-    double t0, last_draw;
+    double t0, last_draw, embed_t0;
     /* collection-phase failures, for the JSON report */
     strvec bad_paths, bad_msgs;
 } ctx;
@@ -256,6 +256,25 @@ static json_t *job_json(const job *j) {
     return o;
 }
 
+/* embedding progress on a TTY: "[####....] embedding 1200/3401 chunks 31.2/s"; Ctrl-C
+ * stops it (search embeds the rest later) */
+static int on_embed(void *user, int64_t done, int64_t total) {
+    ctx *c = user;
+    double el = now_s() - c->embed_t0;
+    if (c->tty && (now_s() - c->last_draw >= 0.1 || done >= total)) {
+        c->last_draw = now_s();
+        const int width = 24;
+        char bar[32];
+        int filled = total > 0 ? (int)(done * width / total) : width;
+        for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+        bar[width] = 0;
+        fprintf(stderr, "\r\033[K[%s] embedding %lld/%lld chunks  %.1f/s", bar, (long long)done,
+                (long long)total, el > 0 ? (double)done / el : 0.0);
+        fflush(stderr);
+    }
+    return interrupted;
+}
+
 /* Vectors for everything new (text space; images through their caption/anchored text).
  * A missing model is a note, not a failure: BM25 still works and search embeds later. */
 static void embed_step(ctx *c, const char *models, embed_counts *n, double *secs) {
@@ -267,7 +286,14 @@ static void embed_step(ctx *c, const char *models, embed_counts *n, double *secs
         return;
     }
     store *s = cli_store_open(c->db, 1);
-    if (s && embed_pending(e, s, n, err, sizeof err))
+    c->embed_t0 = t0;
+    embed_set_progress(e, on_embed, c);
+    int rc = s ? embed_pending(e, s, n, err, sizeof err) : 0;
+    clear_bar(c);
+    if (rc && interrupted)
+        cli_err("note: embedding interrupted after %lld chunks (search embeds the rest later)",
+                (long long)(n->chunks + n->images));
+    else if (rc)
         cli_err("note: embedding stopped: %s (search embeds the rest later)", err);
     store_close(s);
     embed_free(e);
@@ -347,15 +373,15 @@ int cli_index(int argc, char **argv) {
     if (!started) worker(&c);
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
     double el = now_s() - c.t0;
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
     pthread_mutex_lock(&c.mu);
     clear_bar(&c);
     pthread_mutex_unlock(&c.mu);
 
     embed_counts emb = {0, 0};
     double emb_s = 0;
-    if (embed && !interrupted) embed_step(&c, models, &emb, &emb_s);
+    if (embed && !interrupted) embed_step(&c, models, &emb, &emb_s); /* Ctrl-C stops it */
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
 
     int n_ok = 0, n_same = 0, n_rep = 0, n_fail = c.bad_paths.n, n_skip = 0, dberr = 0;
     int64_t pages = 0;

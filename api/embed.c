@@ -9,7 +9,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-struct embed_ctx { textenc *te; };
+struct embed_ctx {
+    textenc *te;
+    embed_progress_fn progress;
+    void *progress_user;
+    int64_t done, total;      /* of the current embed_pending */
+};
+
+void embed_set_progress(embed_ctx *e, embed_progress_fn fn, void *user) {
+    e->progress = fn;
+    e->progress_user = user;
+}
 
 /* The model cache is found without configuration from the build tree or an install:
  * given dir, $MMRAG_MODELS, ./models, then models/ beside or above the executable. */
@@ -89,6 +99,11 @@ static int embed_space(embed_ctx *e, store *s, int images, int64_t *done, char *
                 ok = 0;
             }
             *done += written;
+            e->done += written;
+            if (e->progress && e->progress(e->progress_user, e->done, e->total)) {
+                snprintf(err, errlen, "stopped");
+                ok = 0;
+            }
         }
         after = items[n - 1].id;
         free(texts);
@@ -99,10 +114,25 @@ static int embed_space(embed_ctx *e, store *s, int images, int64_t *done, char *
     }
 }
 
+/* What is missing: chunks and images minus the vectors this model has for them. */
+static int64_t pending_total(embed_ctx *e, store *s) {
+    store_counts c;
+    int64_t tv = 0, iv = 0;
+    const char *model = textenc_model_id(e->te);
+    if (store_counts_get(s, &c) != STORE_OK ||
+        store_vectors_count(s, "text", model, STORE_OWNER_CHUNK, &tv) != STORE_OK ||
+        store_vectors_count(s, "image", model, STORE_OWNER_IMAGE, &iv) != STORE_OK)
+        return 0;
+    int64_t t = c.chunks - tv + c.images - iv;
+    return t > 0 ? t : 0;
+}
+
 int embed_pending(embed_ctx *e, store *s, embed_counts *n, char *err, size_t errlen) {
     embed_counts local = {0, 0};
     if (!n) n = &local;
     *n = local;
+    e->done = 0;
+    e->total = e->progress ? pending_total(e, s) : 0;
     if (embed_space(e, s, 0, &n->chunks, err, errlen)) return -1;
     return embed_space(e, s, 1, &n->images, err, errlen);
 }

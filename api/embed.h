@@ -23,6 +23,10 @@ typedef struct { int64_t chunks, images; } embed_counts;
 /* Embed every chunk/image of the store without a vector; n (may be NULL) counts the
  * vectors written. Returns 0 or -1. */
 int embed_pending(embed_ctx *e, store *s, embed_counts *n, char *err, size_t errlen);
+/* Called by embed_pending after each batch with the vectors written so far and the number
+ * that were missing at the start; a nonzero return stops it (the rest stays pending). */
+typedef int (*embed_progress_fn)(void *user, int64_t done, int64_t total);
+void embed_set_progress(embed_ctx *e, embed_progress_fn fn, void *user);
 /* 1 if some chunk or image still lacks a vector of this model (0 also on error). */
 int embed_has_pending(embed_ctx *e, store *s);
 #endif

@@ -176,6 +176,18 @@ for id in $(jget '" ".join(str(x["id"]) for x in d["documents"])'); do
 done
 check "interrupt: every committed document is whole (2000 page rows)" [ "$whole" -eq 1 ]
 
+# ---- Ctrl-C while embedding: exit 130, a note, the vectors so far kept, search still works
+if [ -f "${MMRAG_MODELS:-models}/minilm/model.safetensors" ]; then
+  E=$T/emb
+  "$M" index "$I/in/big1.pdf" --db "$E" --no-embed >/dev/null 2>&1
+  "$M" index "$I/in/big1.pdf" --db "$E" >"$T/eout" 2>&1 & pe=$!  # unchanged: straight to embedding
+  sleep 3; kill -INT $pe 2>/dev/null; wait $pe; re=$?
+  check "interrupted embedding: exit 130 and a note" \
+    bash -c "[ $re -eq 130 ] && grep -q 'embedding interrupted after' '$T/eout'" || cat "$T/eout"
+  run "$M" search "revenue" -k 3 --db "$E" --sources bm25 --json
+  check "interrupted embedding: the collection still answers" [ "$rc" -eq 0 ]
+fi
+
 # ---- a read-only collection ----
 RO=$T/ro
 "$M" index "$first" --db "$RO" >/dev/null 2>&1
