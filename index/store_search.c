@@ -93,7 +93,7 @@ static void add_piece(void *ctx, const char *p, size_t n, int quoted) {
 size_t store_fts_query(const char *query, char *buf, size_t buflen) {
     fts_build b = {buf, buflen, 0, 0, 0, 0};
     each_piece(query, count_content, &b);
-    b.drop_stop = b.content > 0; /* a query of stop words only ("to be or not") keeps them */
+    b.drop_stop = b.content > 0; /* a query of stop words only ("who is it?") keeps them */
     each_piece(query, add_piece, &b);
     if (buflen) buf[b.at < buflen ? b.at : buflen - 1] = 0;
     return b.at + 1;
