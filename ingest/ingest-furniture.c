@@ -100,8 +100,8 @@ static int cmp_dist(const void *a, const void *b) {
 }
 
 /* Is a kept fragment of the same zone between f and the edge? A running line stands
- * between the edge and the body: a line that repeats under a kept one is body text
- * ("Syntax:" opening page after page of a manual). */
+ * between the edge and the body, so a repeated line with kept text above it (below it,
+ * at the foot) belongs to the body. */
 static int blocked(const ing_pagectx *pc, const zone_item *z, int upto, const char *drop, int top) {
     const ing_frag *f = &pc->frags[z[upto].i];
     for (int k = 0; k < upto; k++) {
