@@ -12,9 +12,7 @@ tmp=${MMRAG_TMP:-/tmp}/ask-cli.$$
 m="$build/mmrag"
 export MMRAG_MODELS=$models
 export MMRAG_DB="$tmp/db"
-pass=0; fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib.sh"  # pass/fail counters, ok, bad, check
 finish() { rm -rf "$tmp"; echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; }
 mkdir -p "$tmp"
 model=$models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf

@@ -12,10 +12,7 @@ G=$B/tests/tool_gencorpus
 PY=python3
 T=$(mktemp -d "${MMRAG_TMP:-/tmp}/cli.XXXXXX")
 trap 'rm -rf "$T"' EXIT
-pass=0; fail=0
-ok()   { echo "ok   $1"; pass=$((pass + 1)); }
-bad()  { echo "FAIL $1"; fail=$((fail + 1)); }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; return 1; fi; }
+. "$(dirname "$0")/lib.sh"  # pass/fail counters, ok, bad, check
 # both 'COND' 'COND': two shell conditions evaluated in this shell
 both() { eval "$1" && eval "$2"; }
 finish() { echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit $?; }

@@ -5,9 +5,7 @@
 set -u
 cd "$(dirname "$0")/.."
 nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
-pass=0; fail=0
-ok()  { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib.sh"  # pass/fail counters, ok, bad, check
 if [ ! -x "$nvcc" ] && ! command -v nvcc >/dev/null 2>&1; then
   echo "skip nvcc not found: CUDA build not checked"
   echo "1 passed, 0 failed"

@@ -7,8 +7,7 @@ mmrag=${MMRAG_BUILD:-build}/mmrag
 models=${MMRAG_MODELS:-models}
 T=${MMRAG_TMP:-/tmp}/models.$$
 mkdir -p "$T"
-pass=0; fail=0
-check() { local name=$1; shift; if "$@"; then pass=$((pass+1)); echo "ok   $name"; else fail=$((fail+1)); echo "FAIL $name"; fi; }
+. "$(dirname "$0")/lib.sh"  # pass/fail counters, ok, bad, check
 
 "$mmrag" models --models "$models" > "$T/list" 2>&1; rc=$?
 check "list: every role ok with the fetched models" bash -c "[ $rc = 0 ] && [ \$(grep -c ' ok (' '$T/list') = 4 ]"

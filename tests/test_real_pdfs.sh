@@ -11,9 +11,7 @@ build=${MMRAG_BUILD:-build}
 tmp=${MMRAG_TMP:-/tmp}/real-pdfs.$$
 mkdir -p "$tmp"
 export MMRAG_DB="$tmp/db"
-pass=0; fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib.sh"  # pass/fail counters, ok, bad, check
 m="$build/mmrag"
 here=$(cd "$(dirname "$0")/.." && pwd)
 if ! dir=$("$here/scripts/fetch-debian-docs.sh" 2>"$tmp/fetch.err"); then

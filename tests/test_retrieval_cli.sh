@@ -7,9 +7,7 @@ build=${MMRAG_BUILD:-build}
 tmp=${MMRAG_TMP:-/tmp}/retrieval-cli.$$
 mkdir -p "$tmp/pdf"
 export MMRAG_DB="$tmp/db"
-pass=0; fail=0
-ok() { echo "ok   $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+. "$(dirname "$0")/lib.sh"  # pass/fail counters, ok, bad, check
 m="$build/mmrag"
 if ! "$build/tests/tool_gencorpus" corpus "$tmp/pdf" >/dev/null 2>&1 ||
    ! "$build/tests/tool_gencorpus" samples "$tmp/pdf" >/dev/null 2>&1; then

@@ -12,14 +12,11 @@ B=${MMRAG_BUILD:-build}
 MMRAG=$B/mmrag
 GEN=$B/tests/tool_gencorpus
 T=$(mktemp -d "${MMRAG_TMP:-/tmp}/srv.XXXXXX")
-pass=0; fail=0
+. "$(dirname "$0")/lib.sh"  # pass/fail counters, ok, bad, check
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$T"; }
 trap cleanup EXIT
 
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
-check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; fi; }
 
 for f in "$MMRAG" "$GEN"; do
   [ -x "$f" ] || { echo "FAIL missing $f"; echo "0 passed, 1 failed"; exit 1; }

@@ -1,0 +1,8 @@
+# Shared by tests/test_*.sh: the pass/fail counters and the ok/bad/check reporters whose
+# lines scripts/run-tests.sh reads. A script sources this, then ends with
+#   echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]
+pass=0; fail=0
+ok()  { echo "ok   $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+# check NAME CMD...: ok when CMD succeeds, else bad; returns 1 then, for `check ... || diag`
+check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; return 1; fi; }
