@@ -54,7 +54,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 PREFIX ?= /usr/local
 
-.PHONY: all deps faiss models test demo bench eval clean help check-faiss install check-api
+.PHONY: all deps deps-dev faiss models test demo bench eval clean help check-faiss install check-api
 all: $(BUILD)/mmrag $(BUILD)/libmmrag.a $(BUILD)/libmmrag.so $(EXAMPLE_BIN)
 
 help:
@@ -63,6 +63,10 @@ help:
 
 deps:
 	@scripts/deps.sh
+
+# the bench's baselines too: Debian's python3-torch (PyTorch references), libhnswlib-dev
+deps-dev:
+	@scripts/deps.sh --dev
 
 $(FAISS)/.stamp:
 	@scripts/build-faiss.sh $(BUILD)
@@ -163,7 +167,7 @@ demo: deps
 	@$(MAKE) --no-print-directory all $(TOOL_BIN)
 	@scripts/demo.sh $(BUILD) $(MODELS)
 
-bench: deps
+bench: deps-dev
 	@$(MAKE) --no-print-directory models
 	@$(MAKE) --no-print-directory all $(BENCH_BIN) $(TOOL_BIN)
 	@scripts/build-llamacpp.sh >/dev/null || echo "bench: llama.cpp baseline could not be built"
