@@ -144,17 +144,23 @@ static int cmp_str(const void *a, const void *b) {
 }
 
 /* ---- progress --------------------------------------------------------------------- */
+/* "[#######.................]": done of total in 24 cells (all full when total is 0) */
+static const char *bar_cells(char bar[32], int64_t done, int64_t total) {
+    const int width = 24;
+    int filled = total > 0 ? (int)(done * width / total) : width;
+    for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+    bar[width] = 0;
+    return bar;
+}
+
 /* One status line on stderr, redrawn in place (TTY only). Caller holds c->mu. */
 static void draw_bar(ctx *c, const char *name, int force) {
     if (!c->tty) return;
     double t = now_s();
     if (!force && t - c->last_draw < 0.1) return;   /* at most 10 redraws a second */
     c->last_draw = t;
-    const int width = 24;
-    int filled = c->n_jobs ? c->done * width / c->n_jobs : width;
     char bar[32];
-    for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
-    bar[width] = 0;
+    bar_cells(bar, c->done, c->n_jobs);
     double el = now_s() - c->t0;
     const char *base = name ? strrchr(name, '/') : NULL;
     base = base ? base + 1 : name ? name : "";
@@ -263,12 +269,9 @@ static int on_embed(void *user, int64_t done, int64_t total) {
     double el = now_s() - c->embed_t0;
     if (c->tty && (now_s() - c->last_draw >= 0.1 || done >= total)) {
         c->last_draw = now_s();
-        const int width = 24;
         char bar[32];
-        int filled = total > 0 ? (int)(done * width / total) : width;
-        for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
-        bar[width] = 0;
-        fprintf(stderr, "\r\033[K[%s] embedding %lld/%lld chunks  %.1f/s", bar, (long long)done,
+        fprintf(stderr, "\r\033[K[%s] embedding %lld/%lld chunks  %.1f/s",
+                bar_cells(bar, done, total), (long long)done,
                 (long long)total, el > 0 ? (double)done / el : 0.0);
         fflush(stderr);
     }

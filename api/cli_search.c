@@ -201,7 +201,7 @@ int cli_search(int argc, char **argv) {
         ids[i] = d.id;
         store_doc_row_clear(&d);
     }
-    int need_vectors = !ro.sources || (ro.sources & (RETR_USE_TEXT | RETR_USE_IMAGE));
+    int need_vectors = (ro.sources & (RETR_USE_TEXT | RETR_USE_IMAGE)) != 0;
     if (cli_retriever_open(s, models, json, need_vectors, &emb, &r)) { rc = CLI_DBERR; goto out; }
     ro.k = k;
     ro.docs = ndoc ? ids : NULL;
