@@ -38,7 +38,9 @@ ifeq ($(CUDA),1)
 endif
 
 MODULES := kernels ingest vision index retrieval engine api
-LIB_SRC := $(filter-out api/main.c,$(foreach m,$(MODULES),$(wildcard $(m)/*.c)))
+# api/ is split into rooms (core/, cli/, server/, lib/): its sources sit one level down;
+# the CLI's entry point is linked into the binary only, never into the library
+LIB_SRC := $(filter-out api/cli/main.c,$(foreach m,$(MODULES),$(wildcard $(m)/*.c $(m)/*/*.c)))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 ifeq ($(CUDA),1)
   LIB_OBJ += $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(wildcard kernels/*.cu))
@@ -91,8 +93,8 @@ $(BUILD)/obj/%.cu.o: %.cu
 	@echo "  NVCC    $<"
 	@$(NVCC) $(NVFLAGS) -c $< -o $@
 
-# the web page and OpenAPI document are embedded with .incbin (api/server_web.c)
-$(BUILD)/obj/api/server_web.o: $(wildcard api/web/*)
+# the web page and OpenAPI document are embedded with .incbin (api/server/server_web.c)
+$(BUILD)/obj/api/server/server_web.o: $(wildcard api/server/web/*)
 
 $(BUILD)/libmmrag.a: $(LIB_OBJ)
 	@rm -f $@
@@ -122,7 +124,7 @@ install: all
 	    -e 's|@LIBS_PRIVATE@|-lfaiss_c -lfaiss_avx2 -lopenblas -lgomp -lstdc++ -lm -pthread|' \
 	    mmrag.pc.in > $(PREFIX)/lib/pkgconfig/mmrag.pc
 
-$(BUILD)/mmrag: $(BUILD)/obj/api/main.o $(BUILD)/libmmrag.a
+$(BUILD)/mmrag: $(BUILD)/obj/api/cli/main.o $(BUILD)/libmmrag.a
 	@echo "  LD      $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 

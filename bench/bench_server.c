@@ -3,7 +3,7 @@
  * + thread pool), then a small concurrent /v1/ask run. Prints throughput, p50/p99
  * latency and the error count (must be 0). Env: MMRAG_BUILD, MMRAG_MODELS, MMRAG_TMP,
  * BENCH_CLIENTS (64), BENCH_SECONDS (5), BENCH_ASK_CLIENTS (4, 0 = skip ask). */
-#include "api/server.h"
+#include "api/server/server.h"
 #include "mmrag.h"
 
 #include <arpa/inet.h>

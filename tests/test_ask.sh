@@ -2,7 +2,7 @@
 # End-to-end `mmrag ask` through the CLI on the generated sample PDFs: a streamed answer
 # with a citation that points at a real chunk (page and box) of the right document; --json
 # fields; --show writing valid PNGs whose box border has the highlight colour (decoded
-# here with python3's zlib, colour from api/render.h); `locate --show`; bad input gives a
+# here with python3's zlib, colour from api/core/render.h); `locate --show`; bad input gives a
 # one-line error and a non-zero exit. The answer's wording is the model's: only its shape
 # and its citations are checked.
 set -u

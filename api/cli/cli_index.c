@@ -1,0 +1,430 @@
+/* api/cli/cli_index.c — `mmrag index PATH...`: collect PDFs from files and folders, parse
+ * them in parallel (one ingest handle + one store handle per worker thread) and commit
+ * each document atomically. Progress bar on a TTY, plain lines otherwise. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "api/cli/cli.h"
+#include "api/core/embed.h"
+#include "api/core/pipeline.h"
+
+static const char usage[] =
+    "usage: mmrag index PATH... [--db DIR] [--jobs N] [--no-ocr] [--no-embed] [--json]\n"
+    "  Index PDF files and folders (recursive: *.pdf and files starting with %PDF).\n"
+    "  Unchanged files are skipped; a changed file replaces its old version.\n"
+    "  --db DIR     collection directory (default $MMRAG_DB or ./.mmrag)\n"
+    "  --jobs N     documents parsed in parallel (default: CPUs, at most 8)\n"
+    "  --no-ocr     do not OCR pages without a text layer\n"
+    "  --no-embed   skip the embedding pass (chunks are then embedded on first search)\n"
+    "  --models DIR model directory (default $MMRAG_MODELS, ./models, or beside the binary)\n"
+    "  --json       print a JSON report on stdout\n"
+    "  Exit: 0 all indexed, 1 some files failed, 2 usage, 3 database error.\n";
+
+/* Ctrl-C: finish nothing half-way (open documents are aborted, committed ones stay),
+ * print the summary and exit 130. A second Ctrl-C kills at once (the store stays whole). */
+static volatile sig_atomic_t interrupted;
+static void on_signal(int sig) {
+    interrupted = 1;
+    signal(sig, SIG_DFL);
+}
+
+typedef struct { char **v; int n, cap; } strvec;
+
+static int strvec_push(strvec *sv, const char *s) {
+    if (sv->n == sv->cap) {
+        int nc = sv->cap ? sv->cap * 2 : 32;
+        char **p = realloc(sv->v, (size_t)nc * sizeof *p);
+        if (!p) return -1;
+        sv->v = p; sv->cap = nc;
+    }
+    if (!(sv->v[sv->n] = strdup(s))) return -1;
+    sv->n++;
+    return 0;
+}
+
+static void strvec_free(strvec *sv) {
+    for (int i = 0; i < sv->n; i++) free(sv->v[i]);
+    free(sv->v);
+}
+
+typedef struct {
+    const char *path;
+    int rc;                  /* pipeline_status, or 99 = not started */
+    pipeline_result res;
+    char err[1024];
+} job;
+
+typedef struct {
+    pthread_mutex_t mu;
+    job *jobs;
+    int n_jobs, next, done;
+    int stop;                /* a database error: do not start more */
+    const char *db;
+    pipeline_options popt;
+    int tty, json;
+    int64_t pages_done;      /* over finished and running documents */
+    double t0, last_draw, embed_t0;
+    /* collection-phase failures, for the JSON report */
+    strvec bad_paths, bad_msgs;
+} ctx;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- collecting files ------------------------------------------------------------- */
+static int has_pdf_ext(const char *p) {
+    size_t n = strlen(p);
+    return n >= 4 && strcasecmp(p + n - 4, ".pdf") == 0;
+}
+
+/* 1 = starts with %PDF (within the first 1024 bytes, as readers allow), 0 = not, -1 = error */
+static int has_pdf_magic(const char *p) {
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char buf[1024];
+    ssize_t n = read(fd, buf, sizeof buf);
+    close(fd);
+    if (n < 0) return -1;
+    return memmem(buf, (size_t)n, "%PDF-", 5) != NULL;
+}
+
+static void bad_input(ctx *c, const char *path, const char *fmt, const char *detail) {
+    char msg[600];
+    snprintf(msg, sizeof msg, fmt, path, detail);
+    cli_err("%s", msg);
+    strvec_push(&c->bad_paths, path);
+    strvec_push(&c->bad_msgs, msg);
+}
+
+static void walk(ctx *c, const char *dir, strvec *out, int depth) {
+    if (depth > 64) { bad_input(c, dir, "%s: %s", "folders nested too deep"); return; }
+    DIR *d = opendir(dir);
+    if (!d) { bad_input(c, dir, "%s: cannot read folder: %s", strerror(errno)); return; }
+    struct dirent *e;
+    strvec names = {0};
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) strvec_push(&names, e->d_name);
+    }
+    closedir(d);
+    for (int i = 0; i < names.n; i++) {
+        char p[PATH_MAX];
+        if (snprintf(p, sizeof p, "%s/%s", dir, names.v[i]) >= (int)sizeof p) {
+            bad_input(c, names.v[i], "%s: %s", "path too long");
+            continue;
+        }
+        struct stat ls, st;
+        if (lstat(p, &ls) != 0) { bad_input(c, p, "%s: %s", strerror(errno)); continue; }
+        if (S_ISDIR(ls.st_mode)) { walk(c, p, out, depth + 1); continue; }  /* no symlinked dirs */
+        if (stat(p, &st) != 0) {   /* e.g. a dangling symlink */
+            if (S_ISLNK(ls.st_mode) && has_pdf_ext(p)) bad_input(c, p, "%s: broken link: %s", strerror(errno));
+            continue;
+        }
+        if (!S_ISREG(st.st_mode)) continue;
+        int magic = has_pdf_ext(p) ? 1 : has_pdf_magic(p);
+        if (magic < 0) bad_input(c, p, "%s: cannot read: %s", strerror(errno));
+        else if (magic) strvec_push(out, p);
+    }
+    strvec_free(&names);
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* ---- progress --------------------------------------------------------------------- */
+/* "[#######.................]": done of total in 24 cells (all full when total is 0) */
+static const char *bar_cells(char bar[32], int64_t done, int64_t total) {
+    const int width = 24;
+    int filled = total > 0 ? (int)(done * width / total) : width;
+    for (int i = 0; i < width; i++) bar[i] = i < filled ? '#' : '.';
+    bar[width] = 0;
+    return bar;
+}
+
+/* One status line on stderr, redrawn in place (TTY only). Caller holds c->mu. */
+static void draw_bar(ctx *c, const char *name, int force) {
+    if (!c->tty) return;
+    double t = now_s();
+    if (!force && t - c->last_draw < 0.1) return;   /* at most 10 redraws a second */
+    c->last_draw = t;
+    char bar[32];
+    bar_cells(bar, c->done, c->n_jobs);
+    double el = now_s() - c->t0;
+    const char *base = name ? strrchr(name, '/') : NULL;
+    base = base ? base + 1 : name ? name : "";
+    fprintf(stderr, "\r\033[K[%s] %d/%d docs  %lld pages  %.1f pages/s  %.40s", bar, c->done,
+            c->n_jobs, (long long)c->pages_done, el > 0 ? (double)c->pages_done / el : 0.0, base);
+    fflush(stderr);
+}
+
+static void clear_bar(ctx *c) {
+    if (c->tty) fputs("\r\033[K", stderr);
+}
+
+typedef struct { ctx *c; const char *path; int32_t last; } prog;
+
+static int on_page(void *user, int32_t page, int32_t pages) {
+    prog *p = user;
+    (void)pages;
+    pthread_mutex_lock(&p->c->mu);
+    p->c->pages_done += page - p->last;
+    p->last = page;
+    draw_bar(p->c, p->path, 0);
+    pthread_mutex_unlock(&p->c->mu);
+    return interrupted;
+}
+
+/* Report one finished document. Caller holds c->mu. */
+static void report(ctx *c, job *j) {
+    clear_bar(c);
+    pipeline_result *r = &j->res;
+    if (j->rc == PIPELINE_ABORTED) {
+        /* interrupted: reported in the summary */
+    } else if (j->rc < 0) {
+        cli_err("%s", j->err);
+    } else if (!c->json) {
+        if (j->rc == PIPELINE_EXISTS)
+            printf("unchanged doc %-4lld %s\n", (long long)r->doc_id, j->path);
+        else {
+            printf("%s doc %-4lld %4d pages %5d chunks %4d images %7.2f s  %s", r->replaced_id ? "replaced " : "indexed  ",
+                   (long long)r->doc_id, r->pages, r->chunks, r->images, r->seconds, j->path);
+            if (r->replaced_id) printf("  (was doc %lld)", (long long)r->replaced_id);
+            putchar('\n');
+        }
+        fflush(stdout);
+    }
+    draw_bar(c, NULL, 1);
+}
+
+static void *worker(void *arg) {
+    ctx *c = arg;
+    store *s = NULL;
+    char err[512] = "";
+    store_options so;
+    store_options_default(&so);
+    int orc = store_open(c->db, &so, &s, err, sizeof err);
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        if (c->stop || interrupted || c->next >= c->n_jobs) { pthread_mutex_unlock(&c->mu); break; }
+        job *j = &c->jobs[c->next++];
+        pthread_mutex_unlock(&c->mu);
+        prog p = {c, j->path, 0};
+        if (orc != STORE_OK) {
+            j->rc = PIPELINE_ERR_STORE;
+            j->res.store_rc = orc;
+            snprintf(j->err, sizeof j->err, "%s: %s", j->path, err);
+        } else {
+            j->rc = pipeline_index_file(s, j->path, &c->popt, on_page, &p, &j->res, j->err, sizeof j->err);
+        }
+        pthread_mutex_lock(&c->mu);
+        c->pages_done += j->res.pages - p.last;   /* settle: failed docs count what was parsed */
+        c->done++;
+        if (j->rc == PIPELINE_ERR_STORE) c->stop = 1;
+        report(c, j);
+        pthread_mutex_unlock(&c->mu);
+    }
+    store_close(s);
+    return NULL;
+}
+
+static json_t *job_json(const job *j) {
+    static const char *const st[] = {"indexed", "unchanged"};
+    const pipeline_result *r = &j->res;
+    const char *status = j->rc == 99 || j->rc == PIPELINE_ABORTED ? "skipped" : j->rc < 0 ? "failed"
+                       : (j->rc == PIPELINE_OK && r->replaced_id) ? "replaced" : st[j->rc];
+    json_t *o = json_pack("{s:o,s:s}", "path", cli_json_str(j->path), "status", status);
+    if (j->rc >= 0) {
+        json_object_set_new(o, "doc_id", json_integer(r->doc_id));
+        if (r->replaced_id) json_object_set_new(o, "replaced_id", json_integer(r->replaced_id));
+    }
+    if (j->rc == PIPELINE_OK) {
+        json_object_set_new(o, "title", cli_json_str(r->title));
+        json_object_set_new(o, "pages", json_integer(r->pages));
+        json_object_set_new(o, "chunks", json_integer(r->chunks));
+        json_object_set_new(o, "images", json_integer(r->images));
+        json_object_set_new(o, "ocr_pages", json_integer(r->ocr_pages));
+        json_object_set_new(o, "seconds", json_real(r->seconds));
+    }
+    if (j->rc < 0 || j->rc == 99)
+        json_object_set_new(o, "error", cli_json_str(j->rc == PIPELINE_ABORTED || (j->rc == 99 && interrupted) ? "interrupted" : j->err));
+    return o;
+}
+
+/* embedding progress on a TTY: "[####....] embedding 1200/3401 chunks 31.2/s"; Ctrl-C
+ * stops it (search embeds the rest later) */
+static int on_embed(void *user, int64_t done, int64_t total) {
+    ctx *c = user;
+    double el = now_s() - c->embed_t0;
+    if (c->tty && (now_s() - c->last_draw >= 0.1 || done >= total)) {
+        c->last_draw = now_s();
+        char bar[32];
+        fprintf(stderr, "\r\033[K[%s] embedding %lld/%lld chunks  %.1f/s",
+                bar_cells(bar, done, total), (long long)done,
+                (long long)total, el > 0 ? (double)done / el : 0.0);
+        fflush(stderr);
+    }
+    return interrupted;
+}
+
+/* Vectors for everything new (text space; images through their caption/anchored text).
+ * A missing model is a note, not a failure: BM25 still works and search embeds later. */
+static void embed_step(ctx *c, const char *models, embed_counts *n, double *secs) {
+    char err[512];
+    double t0 = now_s();
+    embed_ctx *e = NULL;
+    if (embed_create(models, &e, err, sizeof err)) {
+        cli_err("note: %s; chunks are searchable by keywords only", err);
+        return;
+    }
+    store *s = cli_store_open(c->db, 1);
+    c->embed_t0 = t0;
+    embed_set_progress(e, on_embed, c);
+    int rc = s ? embed_pending(e, s, n, err, sizeof err) : 0;
+    clear_bar(c);
+    if (rc && interrupted)
+        cli_err("note: embedding interrupted after %lld chunks (search embeds the rest later)",
+                (long long)(n->chunks + n->images));
+    else if (rc)
+        cli_err("note: embedding stopped: %s (search embeds the rest later)", err);
+    store_close(s);
+    embed_free(e);
+    *secs = now_s() - t0;
+}
+
+int cli_index(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"db", required_argument, 0, 'd'}, {"jobs", required_argument, 0, 'j'},
+        {"json", no_argument, 0, 'J'}, {"no-ocr", no_argument, 0, 'O'},
+        {"no-embed", no_argument, 0, 'E'}, {"models", required_argument, 0, 'm'},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    const char *db = NULL, *models = NULL;
+    int embed = 1;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int jobs = ncpu > 8 ? 8 : ncpu < 1 ? 1 : (int)ncpu, json = 0, ocr = 1, o;
+    optind = 0;
+    while ((o = getopt_long(argc, argv, "d:j:h", opts, NULL)) != -1) {
+        switch (o) {
+        case 'd': db = optarg; break;
+        case 'j': if (cli_parse_int("--jobs", optarg, 1, 64, &jobs)) return CLI_USAGE; break;
+        case 'J': json = 1; break;
+        case 'O': ocr = 0; break;
+        case 'E': embed = 0; break;
+        case 'm': models = optarg; break;
+        case 'h': fputs(usage, stdout); return CLI_OK;
+        default: fputs(usage, stderr); return CLI_USAGE;
+        }
+    }
+    strvec args = {0};
+    for (int i = optind; i < argc; i++) strvec_push(&args, argv[i]);
+    if (args.n == 0) { strvec_free(&args); return cli_usage_error(usage, "index: no PATH given"); }
+
+    /* Tesseract's OpenMP would oversubscribe the cores with several OCR workers. */
+    setenv("OMP_THREAD_LIMIT", "1", 0);
+    ctx c = {.db = cli_db_dir(db), .json = json, .tty = isatty(2)};
+    pthread_mutex_init(&c.mu, NULL);
+    pipeline_options_default(&c.popt);
+    c.popt.ingest.ocr = ocr;
+
+    strvec files = {0};
+    for (int i = 0; i < args.n; i++) {
+        struct stat st;
+        const char *p = args.v[i];
+        if (stat(p, &st) != 0) bad_input(&c, p, "%s: %s", strerror(errno));
+        else if (S_ISDIR(st.st_mode)) walk(&c, p, &files, 0);
+        else strvec_push(&files, p);   /* explicit files go to ingest, which names any problem */
+    }
+    strvec_free(&args);
+    qsort(files.v, (size_t)files.n, sizeof *files.v, cmp_str);
+
+    /* Create/migrate the database once, before the workers race to do it. */
+    int rc = CLI_OK;
+    store *s = cli_store_open(db, 1);
+    if (!s) { rc = CLI_DBERR; goto out; }
+    store_close(s);
+
+    c.n_jobs = files.n;
+    c.jobs = calloc((size_t)(files.n ? files.n : 1), sizeof *c.jobs);
+    if (!c.jobs) { cli_err("out of memory"); rc = CLI_DBERR; goto out; }
+    for (int i = 0; i < files.n; i++) {
+        c.jobs[i].path = files.v[i];
+        c.jobs[i].rc = 99;
+        snprintf(c.jobs[i].err, sizeof c.jobs[i].err, "not indexed: stopped after a database error");
+    }
+    if (jobs > files.n) jobs = files.n ? files.n : 1;
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    c.t0 = now_s();
+    pthread_t th[64];
+    int started = 0;
+    for (int i = 0; i < jobs; i++)
+        if (pthread_create(&th[i], NULL, worker, &c) == 0) started++;
+    if (!started) worker(&c);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    double el = now_s() - c.t0;
+    pthread_mutex_lock(&c.mu);
+    clear_bar(&c);
+    pthread_mutex_unlock(&c.mu);
+
+    embed_counts emb = {0, 0};
+    double emb_s = 0;
+    if (embed && !interrupted) embed_step(&c, models, &emb, &emb_s); /* Ctrl-C stops it */
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+
+    int n_ok = 0, n_same = 0, n_rep = 0, n_fail = c.bad_paths.n, n_skip = 0, dberr = 0;
+    int64_t pages = 0;
+    for (int i = 0; i < files.n; i++) {
+        job *j = &c.jobs[i];
+        if (j->rc == PIPELINE_OK) { n_ok++; pages += j->res.pages; n_rep += j->res.replaced_id != 0; }
+        else if (j->rc == PIPELINE_EXISTS) n_same++;
+        else if (j->rc == 99 || j->rc == PIPELINE_ABORTED) n_skip++;
+        else { n_fail++; dberr |= j->rc == PIPELINE_ERR_STORE; }
+    }
+    if (json) {
+        json_t *docs = json_array();
+        for (int i = 0; i < files.n; i++) json_array_append_new(docs, job_json(&c.jobs[i]));
+        for (int i = 0; i < c.bad_paths.n; i++)
+            json_array_append_new(docs, json_pack("{s:o,s:s,s:o}", "path", cli_json_str(c.bad_paths.v[i]),
+                                                  "status", "failed", "error", cli_json_str(c.bad_msgs.v[i])));
+        cli_json_print(json_pack("{s:o,s:o,s:i,s:i,s:i,s:i,s:i,s:I,s:f,s:f,s:{s:I,s:I,s:f}}",
+                                 "db", cli_json_str(c.db), "documents", docs, "indexed", n_ok,
+                                 "replaced", n_rep, "unchanged", n_same, "failed", n_fail,
+                                 "skipped", n_skip, "pages", (json_int_t)pages, "seconds", el,
+                                 "pages_per_s", el > 0 ? (double)pages / el : 0.0, "embedded",
+                                 "chunks", (json_int_t)emb.chunks, "images",
+                                 (json_int_t)emb.images, "seconds", emb_s));
+    } else {
+        printf("%d indexed, %d unchanged, %d failed%s; %lld pages in %.2f s (%.1f pages/s)\n", n_ok,
+               n_same, n_fail, !n_skip ? "" : interrupted ? " (interrupted: others not indexed)"
+                                                          : " (others skipped after a database error)",
+               (long long)pages, el, el > 0 ? (double)pages / el : 0.0);
+        if (emb.chunks || emb.images)
+            printf("embedded %lld chunks and %lld images in %.2f s\n", (long long)emb.chunks,
+                   (long long)emb.images, emb_s);
+    }
+    if (n_fail || n_skip) rc = dberr || n_skip ? CLI_DBERR : CLI_FAIL;
+    if (interrupted) rc = 130;
+    if (files.n == 0 && c.bad_paths.n == 0) cli_err("index: no PDF files found");
+out:
+    free(c.jobs);
+    strvec_free(&files);
+    strvec_free(&c.bad_paths);
+    strvec_free(&c.bad_msgs);
+    pthread_mutex_destroy(&c.mu);
+    return rc;
+}

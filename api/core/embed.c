@@ -1,0 +1,152 @@
+/* api/core/embed.c — fill missing text/image-space vectors with the text encoder. */
+#include "api/core/embed.h"
+#include "vision/textenc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct embed_ctx {
+    textenc *te;
+    embed_progress_fn progress;
+    void *progress_user;
+    int64_t done, total;      /* of the current embed_pending */
+};
+
+void embed_set_progress(embed_ctx *e, embed_progress_fn fn, void *user) {
+    e->progress = fn;
+    e->progress_user = user;
+}
+
+/* The model cache is found without configuration from the build tree or an install:
+ * given dir, $MMRAG_MODELS, ./models, then models/ beside or above the executable. */
+const char *embed_models_dir(const char *given, char *buf, size_t len) {
+    const char *env = getenv("MMRAG_MODELS");
+    if (given && *given) return given;
+    if (env && *env) return env;
+    struct stat st;
+    if (stat("models", &st) == 0 && S_ISDIR(st.st_mode)) return "models";
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        static const char *const rel[] = {"/models", "/../models", "/../share/mmrag/models"};
+        for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+            snprintf(buf, len, "%s%s", exe, rel[i]);
+            if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode)) return buf;
+        }
+    }
+    return "models";
+}
+
+int embed_create(const char *models_dir, embed_ctx **out, char *err, size_t errlen) {
+    *out = NULL;
+    char dir[4096], found[4096];
+    snprintf(dir, sizeof dir, "%s/minilm", embed_models_dir(models_dir, found, sizeof found));
+    embed_ctx *e = calloc(1, sizeof *e);
+    if (!e) { snprintf(err, errlen, "out of memory"); return -1; }
+    if (textenc_create(dir, NULL, &e->te, err, errlen)) { free(e); return -1; }
+    *out = e;
+    return 0;
+}
+
+void embed_free(embed_ctx *e) {
+    if (!e) return;
+    textenc_free(e->te);
+    free(e);
+}
+
+const char *embed_model_id(const embed_ctx *e) { return textenc_model_id(e->te); }
+int embed_dim(const embed_ctx *e) { return textenc_dim(e->te); }
+void *embed_textenc(embed_ctx *e) { return e->te; }
+
+/* One space: fetch todo batches, embed, write. */
+static int embed_space(embed_ctx *e, store *s, int images, int64_t *done, char *err,
+                       size_t errlen) {
+    const char *space = images ? "image" : "text";
+    const char *model = textenc_model_id(e->te);
+    int dim = textenc_dim(e->te);
+    int64_t after = 0;
+    for (;;) {
+        store_todo *items = NULL;
+        int32_t n = 0;
+        int rc = images ? store_images_without_vector(s, space, model, after, 64, &items, &n)
+                        : store_chunks_without_vector(s, space, model, after, 64, &items, &n);
+        if (rc != STORE_OK) { snprintf(err, errlen, "%s", store_errmsg(s)); return -1; }
+        if (n == 0) { store_todos_free(items, n); return 0; }
+        const char **texts = calloc((size_t)n, sizeof *texts);
+        float *vec = malloc((size_t)n * (size_t)dim * sizeof *vec);
+        store_vec *vs = calloc((size_t)n, sizeof *vs);
+        int ok = texts && vec && vs;
+        if (ok) {
+            for (int32_t i = 0; i < n; i++) texts[i] = items[i].text ? items[i].text : "";
+            ok = textenc_embed(e->te, texts, n, vec, err, errlen) == 0;
+        } else {
+            snprintf(err, errlen, "out of memory");
+        }
+        if (ok) {
+            for (int32_t i = 0; i < n; i++)
+                vs[i] = (store_vec){images ? STORE_OWNER_IMAGE : STORE_OWNER_CHUNK, items[i].id,
+                                    vec + (size_t)i * (size_t)dim};
+            int32_t written = 0;
+            if (store_vectors_put(s, space, model, dim, vs, n, &written) != STORE_OK) {
+                snprintf(err, errlen, "%s", store_errmsg(s));
+                ok = 0;
+            }
+            *done += written;
+            e->done += written;
+            if (e->progress && e->progress(e->progress_user, e->done, e->total)) {
+                snprintf(err, errlen, "stopped");
+                ok = 0;
+            }
+        }
+        after = items[n - 1].id;
+        free(texts);
+        free(vec);
+        free(vs);
+        store_todos_free(items, n);
+        if (!ok) return -1;
+    }
+}
+
+/* What is missing: chunks and images minus the vectors this model has for them. */
+static int64_t pending_total(embed_ctx *e, store *s) {
+    store_counts c;
+    int64_t tv = 0, iv = 0;
+    const char *model = textenc_model_id(e->te);
+    if (store_counts_get(s, &c) != STORE_OK ||
+        store_vectors_count(s, "text", model, STORE_OWNER_CHUNK, &tv) != STORE_OK ||
+        store_vectors_count(s, "image", model, STORE_OWNER_IMAGE, &iv) != STORE_OK)
+        return 0;
+    int64_t t = c.chunks - tv + c.images - iv;
+    return t > 0 ? t : 0;
+}
+
+int embed_pending(embed_ctx *e, store *s, embed_counts *n, char *err, size_t errlen) {
+    embed_counts local = {0, 0};
+    if (!n) n = &local;
+    *n = local;
+    e->done = 0;
+    e->total = e->progress ? pending_total(e, s) : 0;
+    if (embed_space(e, s, 0, &n->chunks, err, errlen)) return -1;
+    return embed_space(e, s, 1, &n->images, err, errlen);
+}
+
+int embed_has_pending(embed_ctx *e, store *s) {
+    const char *model = textenc_model_id(e->te);
+    int any = 0;
+    for (int images = 0; images < 2 && !any; images++) {
+        store_todo *items = NULL;
+        int32_t n = 0;
+        int rc = images ? store_images_without_vector(s, "image", model, 0, 1, &items, &n)
+                        : store_chunks_without_vector(s, "text", model, 0, 1, &items, &n);
+        any = rc == STORE_OK && n > 0;
+        store_todos_free(items, n);
+    }
+    return any;
+}

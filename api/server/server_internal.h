@@ -1,0 +1,184 @@
+/* api/server/server_internal.h — private declarations shared by the REST server's files
+ * (not a public API).
+ *
+ * Layout: server.c (daemon, routing, bodies, limits, auth), server_docs.c (uploads, the
+ * ingest job queue, documents, page renders), server_query.c (search, ask, chat),
+ * server_locate.c (region localization),
+ * server_metrics.c (Prometheus text), server_web.c (embedded page + OpenAPI document). */
+#ifndef MMRAG_API_SERVER_INTERNAL_H
+#define MMRAG_API_SERVER_INTERNAL_H
+#include <microhttpd.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "api/server/server.h"
+
+/* ---- routes (also the metric label set) ------------------------------------------- */
+typedef enum {
+    R_NONE = 0, R_WEB, R_OPENAPI, R_HEALTH, R_METRICS,
+    R_DOC_UPLOAD, R_DOC_LIST, R_DOC_GET, R_DOC_DELETE, R_PAGE_PNG, R_JOB_GET,
+    R_SEARCH, R_ASK, R_CHAT, R_LOCATE, R_NOTFOUND, R_COUNT
+} srv_route;
+const char *srv_route_name(int r);
+
+/* ---- collections: one database directory each ------------------------------------- */
+struct store;
+#define SRV_POOL 8
+typedef struct srv_coll {
+    char name[72];
+    char dir[4096];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct store *pool[SRV_POOL];   /* read/write handles, opened lazily */
+    int busy[SRV_POOL];
+    int n_open;
+} srv_coll;
+struct store *srv_coll_acquire(srv_coll *c, char *err, size_t errlen);
+void srv_coll_release(srv_coll *c, struct store *s);
+
+/* ---- ingest jobs -------------------------------------------------------------------- */
+typedef enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_FAILED, JOB_CANCELLED } srv_job_state;
+typedef struct srv_job {
+    char id[24];
+    srv_coll *coll;
+    char path[4096];          /* the kept upload (DIR/files/<sha>.pdf) */
+    char name[256];           /* client file name, for display */
+    int state;
+    int32_t pages_done, pages_total;
+    int64_t doc_id;
+    int existed;              /* same content already indexed */
+    int fresh_file;           /* this upload created `path` (remove it if ingest fails) */
+    char error[512];
+    int64_t created, finished;
+    struct srv_job *next_q;   /* queue link */
+} srv_job;
+
+/* ---- metrics -------------------------------------------------------------------------- */
+#define SRV_NBUCKETS 14
+typedef struct {
+    uint64_t count[SRV_NBUCKETS + 1];  /* last = +Inf */
+    double sum;
+    uint64_t n;
+} srv_hist;
+typedef struct {
+    pthread_mutex_t mu;
+    uint64_t req[R_COUNT][6];          /* by status class 1xx..5xx (index 1..5) */
+    srv_hist lat[R_COUNT];
+    srv_hist ttft, itl;
+    uint64_t ingest_pages, ingest_docs, ingest_failed, rejected_busy, rejected_size;
+} srv_metrics;
+void srv_metrics_init(srv_metrics *m);
+void srv_metrics_request(srv_metrics *m, int route, int status, double seconds);
+void srv_metrics_observe(srv_metrics *m, srv_hist *h, double seconds);
+char *srv_metrics_render(srv_metrics *m, int inflight, int queued);  /* malloc'd */
+
+/* ---- the server ----------------------------------------------------------------------- */
+typedef struct srv_key { char key[128]; srv_coll *coll; } srv_key;
+
+struct srv_server {
+    srv_config cfg;
+    struct MHD_Daemon *d;
+    uint16_t port;
+    srv_coll **colls; int n_colls;
+    srv_key *keys; int n_keys;         /* 0 = no auth, single collection */
+    srv_coll *anon;                     /* collection used without keys */
+    int inflight;                       /* guarded by mu */
+    pthread_mutex_t mu;
+    srv_metrics metrics;
+    /* ingest queue */
+    pthread_mutex_t qmu;
+    pthread_cond_t qcv;
+    srv_job *q_head, *q_tail; int q_len;
+    srv_job **jobs; int n_jobs, cap_jobs;   /* every job (finished ones kept for polling) */
+    uint64_t job_seq;
+    pthread_t *workers; int n_workers;
+    pthread_mutex_t render_mu;          /* Poppler rendering is serialized */
+    volatile int stopping;              /* set once on shutdown: workers abort jobs */
+    void *query;                        /* server_query.c state (models) */
+};
+
+/* A request in flight (MHD's per-connection closure). */
+typedef struct srv_req {
+    srv_server *srv;
+    int route;
+    double t0;
+    int counted;           /* took an inflight slot */
+    int status;            /* status sent (for metrics) */
+    int responded;
+    srv_coll *coll;
+    char *segs[8]; int n_segs;   /* path segments (point into seg_buf) */
+    char seg_buf[1024];
+    /* JSON body */
+    char *body; size_t len, cap;
+    int too_big;
+    /* upload */
+    int upload;            /* 1 raw pdf, 2 multipart */
+    int up_fd;
+    char up_path[4096];
+    size_t up_bytes;
+    char up_name[256];
+    struct MHD_PostProcessor *pp;
+    int pp_err, pp_files;
+    char pp_err_msg[160];
+} srv_req;
+
+double srv_now(void);
+/* Replies: each queues a response on c and records the status in r. */
+enum MHD_Result srv_reply_json(struct MHD_Connection *c, srv_req *r, int status, json_t *j);
+enum MHD_Result srv_reply_error(struct MHD_Connection *c, srv_req *r, int status,
+                                const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+enum MHD_Result srv_reply_raw(struct MHD_Connection *c, srv_req *r, int status,
+                              const char *ctype, const void *data, size_t len, int copy);
+enum MHD_Result srv_reply_response(struct MHD_Connection *c, srv_req *r, int status,
+                                   struct MHD_Response *resp);
+/* Parse r->body as a JSON object; on failure replies 400 and returns NULL. */
+json_t *srv_body_object(struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret);
+/* Decimal id in 1..2^53; 0 if the text is not one. */
+int64_t srv_parse_id(const char *s);
+/* Fields of a JSON request object (server_query.c). Optional integer / number in [lo, hi]
+ * (absent or null leaves *out unchanged); required string of 1..4096 bytes. Each returns 0
+ * or -1 with a message for a 400 in msg. */
+int srv_json_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out, char *msg,
+                 size_t ml);
+int srv_json_num(json_t *o, const char *key, double lo, double hi, double *out, char *msg,
+                 size_t ml);
+int srv_json_text(json_t *o, const char *key, const char **out, char *msg, size_t ml);
+
+/* server_docs.c */
+int srv_jobs_start(srv_server *s);
+void srv_jobs_stop(srv_server *s);
+int srv_upload_begin(srv_req *r, struct MHD_Connection *c, char *err, size_t errlen);
+int srv_upload_data(srv_req *r, const char *data, size_t size);
+enum MHD_Result srv_handle_upload(struct MHD_Connection *c, srv_req *r);
+enum MHD_Result srv_handle_job(struct MHD_Connection *c, srv_req *r);
+enum MHD_Result srv_handle_doc_list(struct MHD_Connection *c, srv_req *r);
+enum MHD_Result srv_handle_doc_get(struct MHD_Connection *c, srv_req *r);
+enum MHD_Result srv_handle_doc_delete(struct MHD_Connection *c, srv_req *r);
+enum MHD_Result srv_handle_page_png(struct MHD_Connection *c, srv_req *r);
+void srv_upload_cleanup(srv_req *r);
+
+/* server_ingest.c: run one job through the ingest pipeline (worker thread). Updates
+ * j->pages_done/pages_total as it goes and aborts when s->stopping is set. Returns 0 and
+ * sets j->doc_id (j->existed if unchanged content), or -1 with j->error. */
+int srv_ingest_run(srv_server *s, srv_job *j);
+
+/* server_query.c */
+struct embed_ctx;
+struct embed_ctx *srv_query_embedder(srv_server *s);   /* NULL when no text encoder */
+int srv_query_init(srv_server *s, char *err, size_t errlen);
+void srv_query_free(srv_server *s);
+enum MHD_Result srv_handle_search(struct MHD_Connection *c, srv_req *r);
+enum MHD_Result srv_handle_ask(struct MHD_Connection *c, srv_req *r);
+enum MHD_Result srv_handle_chat(struct MHD_Connection *c, srv_req *r);
+/* The region localizer (thread-safe), or NULL with the reason in *why (no text encoder). */
+struct vpe *srv_query_vpe(srv_server *s, const char **why);
+
+/* server_locate.c */
+enum MHD_Result srv_handle_locate(struct MHD_Connection *c, srv_req *r);
+
+/* server_web.c */
+const char *srv_web_index(size_t *len);
+const char *srv_web_openapi(size_t *len);
+#endif
