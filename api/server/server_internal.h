@@ -1,10 +1,19 @@
 /* api/server/server_internal.h — private declarations shared by the REST server's files
  * (not a public API).
  *
- * Layout: server.c (daemon, routing, bodies, limits, auth), server_docs.c (uploads, the
- * ingest job queue, documents, page renders), server_query.c (search, ask, chat),
- * server_locate.c (region localization),
- * server_metrics.c (Prometheus text), server_web.c (embedded page + OpenAPI document). */
+ * Layout, one concern per file; every name another file uses is declared here:
+ *   server.c          daemon, routing, request bodies, limits, auth, replies
+ *   server_json.c     JSON request fields (400-ready messages), the box array
+ *   server_upload.c   POST /v1/documents: upload body, kept source file, queued job
+ *   server_jobs.c     the bounded ingest queue, its workers, GET /v1/jobs/{id}
+ *   server_ingest.c   one ingest job through the shared pipeline (api/core/)
+ *   server_docs.c     document list / get / delete, page renders
+ *   server_models.c   text encoder, region localizer, retrievers, language model, sessions
+ *   server_query.c    /v1/search, /v1/ask, /v1/chat/completions request handling
+ *   server_stream.c   a generation job: answered whole or streamed as server-sent events
+ *   server_locate.c   /v1/locate (region localization)
+ *   server_metrics.c  Prometheus text
+ *   server_web.c      the embedded web page and OpenAPI document */
 #ifndef MMRAG_API_SERVER_INTERNAL_H
 #define MMRAG_API_SERVER_INTERNAL_H
 #include <microhttpd.h>
@@ -13,6 +22,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "api/server/server.h"
+#include "engine/engine.h"
+#include "index/store.h"
+#include "retrieval/retrieval.h"
 
 /* ---- routes (also the metric label set) ------------------------------------------- */
 typedef enum {
@@ -95,7 +107,7 @@ struct srv_server {
     pthread_t *workers; int n_workers;
     pthread_mutex_t render_mu;          /* Poppler rendering is serialized */
     volatile int stopping;              /* set once on shutdown: workers abort jobs */
-    void *query;                        /* server_query.c state (models) */
+    void *query;                        /* server_models.c state */
 };
 
 /* A request in flight (MHD's per-connection closure). */
@@ -137,43 +149,121 @@ enum MHD_Result srv_reply_response(struct MHD_Connection *c, srv_req *r, int sta
 json_t *srv_body_object(struct MHD_Connection *c, srv_req *r, enum MHD_Result *ret);
 /* Decimal id in 1..2^53; 0 if the text is not one. */
 int64_t srv_parse_id(const char *s);
-/* Fields of a JSON request object (server_query.c). Optional integer / number in [lo, hi]
- * (absent or null leaves *out unchanged); required string of 1..4096 bytes. Each returns 0
- * or -1 with a message for a 400 in msg. */
+
+/* ---- JSON request fields (server_json.c) ---------------------------------------------- */
+/* Fields of a JSON request object. Optional integer / number in [lo, hi] or boolean (absent
+ * or null leaves *out unchanged); required string of 1..4096 bytes. Each returns 0 or -1
+ * with a message for a 400 in msg. */
 int srv_json_int(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out, char *msg,
                  size_t ml);
 int srv_json_num(json_t *o, const char *key, double lo, double hi, double *out, char *msg,
                  size_t ml);
+int srv_json_bool(json_t *o, const char *key, int *out, char *msg, size_t ml);
 int srv_json_text(json_t *o, const char *key, const char **out, char *msg, size_t ml);
+/* [x0, y0, x1, y1] as a JSON array. */
+json_t *srv_box_json(const store_box *b);
 
-/* server_docs.c */
-int srv_jobs_start(srv_server *s);
-void srv_jobs_stop(srv_server *s);
+/* ---- uploads (server_upload.c) -------------------------------------------------------- */
 int srv_upload_begin(srv_req *r, struct MHD_Connection *c, char *err, size_t errlen);
 int srv_upload_data(srv_req *r, const char *data, size_t size);
-enum MHD_Result srv_handle_upload(struct MHD_Connection *c, srv_req *r);
-enum MHD_Result srv_handle_job(struct MHD_Connection *c, srv_req *r);
-enum MHD_Result srv_handle_doc_list(struct MHD_Connection *c, srv_req *r);
-enum MHD_Result srv_handle_doc_get(struct MHD_Connection *c, srv_req *r);
-enum MHD_Result srv_handle_doc_delete(struct MHD_Connection *c, srv_req *r);
-enum MHD_Result srv_handle_page_png(struct MHD_Connection *c, srv_req *r);
 void srv_upload_cleanup(srv_req *r);
+enum MHD_Result srv_handle_upload(struct MHD_Connection *c, srv_req *r);
+/* Remove a kept source file (DIR/files/<sha>/<name>.pdf) and its per-sha folder. */
+void srv_remove_kept(const char *path);
+
+/* ---- ingest jobs (server_jobs.c) ------------------------------------------------------ */
+int srv_jobs_start(srv_server *s);
+void srv_jobs_stop(srv_server *s);
+enum MHD_Result srv_handle_job(struct MHD_Connection *c, srv_req *r);
+json_t *srv_job_json(const srv_job *j);
+/* Keep the job table bounded: forget the oldest finished jobs. Called with qmu held. */
+void srv_jobs_trim(srv_server *s);
 
 /* server_ingest.c: run one job through the ingest pipeline (worker thread). Updates
  * j->pages_done/pages_total as it goes and aborts when s->stopping is set. Returns 0 and
  * sets j->doc_id (j->existed if unchanged content), or -1 with j->error. */
 int srv_ingest_run(srv_server *s, srv_job *j);
 
-/* server_query.c */
+/* ---- documents (server_docs.c) -------------------------------------------------------- */
+enum MHD_Result srv_handle_doc_list(struct MHD_Connection *c, srv_req *r);
+enum MHD_Result srv_handle_doc_get(struct MHD_Connection *c, srv_req *r);
+enum MHD_Result srv_handle_doc_delete(struct MHD_Connection *c, srv_req *r);
+enum MHD_Result srv_handle_page_png(struct MHD_Connection *c, srv_req *r);
+
+/* ---- models shared by the query routes (server_models.c) ------------------------------ */
 struct embed_ctx;
 struct embed_ctx *srv_query_embedder(srv_server *s);   /* NULL when no text encoder */
 int srv_query_init(srv_server *s, char *err, size_t errlen);
 void srv_query_free(srv_server *s);
+/* The region localizer (thread-safe), or NULL with the reason in *why (no text encoder). */
+struct vpe *srv_query_vpe(srv_server *s, const char **why);
+/* The collection's retriever, created on first use; NULL with a message in err. */
+retriever *srv_query_retriever(srv_server *s, srv_coll *coll, char *err, size_t errlen);
+/* The language model, loaded on first use; NULL with the reason in err. */
+struct mmrag_engine *srv_query_engine(srv_server *s, char *err, size_t errlen);
+/* A generation session (waits while all --gen-slots are busy); NULL with a message in err.
+ * Give it back with srv_query_session_release. */
+struct mmrag_session *srv_query_session_acquire(srv_server *s, struct mmrag_engine *e,
+                                                char *err, size_t errlen);
+void srv_query_session_release(srv_server *s, struct mmrag_session *ss);
+/* Count stream producer threads up (+1) or down (-1): srv_query_free waits for none. */
+void srv_query_producers_add(srv_server *s, int delta);
+
+/* ---- search, ask and chat (server_query.c) -------------------------------------------- */
+typedef struct {
+    const char *query;
+    int64_t k;
+    int64_t docs[64];
+    int32_t n_docs;
+    int64_t page_min, page_max;
+    int32_t kind;
+    double weight[RETR_NSRC];
+} srv_search_req;
 enum MHD_Result srv_handle_search(struct MHD_Connection *c, srv_req *r);
 enum MHD_Result srv_handle_ask(struct MHD_Connection *c, srv_req *r);
 enum MHD_Result srv_handle_chat(struct MHD_Connection *c, srv_req *r);
-/* The region localizer (thread-safe), or NULL with the reason in *why (no text encoder). */
-struct vpe *srv_query_vpe(srv_server *s, const char **why);
+/* Fused retrieval in coll into res (caller frees with retr_result_free()); 0, or -1
+ * with a message in err. */
+int srv_search_run(srv_server *s, srv_coll *coll, const srv_search_req *sr, retr_result *res,
+                   char *err, size_t errlen);
+/* The hits as a JSON array; numbered hits carry "n" = their [n] in the answer. */
+json_t *srv_hits_json(const retr_result *res, int numbered);
+
+/* ---- generation (server_stream.c) ----------------------------------------------------- */
+/* A generation request, shared by the non-stream path and the producer thread. */
+typedef struct srv_gen_job {
+    srv_server *s;
+    srv_coll *coll;
+    int chat;                  /* OpenAI format */
+    int stream;
+    srv_search_req sr;
+    char *question;            /* retrieval query and user question */
+    char *system;              /* extra system text from chat clients, or NULL */
+    char *history;             /* earlier chat turns as text, or NULL */
+    int64_t max_tokens;
+    double temperature, top_p;
+    int64_t seed;
+    int json_mode;
+    char model_name[64];
+    char id[48];
+    int64_t created;
+    /* results */
+    retr_result res;
+    struct mmrag_gen_result gen;
+    double retrieval_ms, t_start, t_last;
+    int n_pieces;
+    /* stream buffer */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    char *buf; size_t len, cap, off;
+    int done, gone, refs;
+    int status;                /* HTTP status for the non-stream path */
+    char err[512];
+} srv_gen_job;
+/* Run g (filled by the ask/chat handlers; calloc'd, owned from here on): retrieval and
+ * generation, answered as one JSON reply, or, when g->stream, as server-sent events from a
+ * producer thread. */
+enum MHD_Result srv_gen_start(struct MHD_Connection *c, srv_req *r, srv_gen_job *g);
 
 /* server_locate.c */
 enum MHD_Result srv_handle_locate(struct MHD_Connection *c, srv_req *r);
