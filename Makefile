@@ -176,7 +176,8 @@ bench: deps-dev
 	@scripts/run-bench.sh $(BUILD) $(MODELS) $(BENCH_BIN)
 
 # `make eval` = retrieval quality (recall, MRR, nDCG, ablation) on the generated corpus and
-# on real Debian documentation PDFs (scripts/eval-retrieval.sh)
+# on real Debian documentation PDFs, then answer quality on those PDFs (`mmrag eval answers`:
+# key in answer, cited page, grounded sentences, abstention; scripts/eval-retrieval.sh)
 eval: deps
 	@$(MAKE) --no-print-directory models
 	@$(MAKE) --no-print-directory all $(TOOL_BIN)

@@ -90,23 +90,35 @@ typedef struct {
 typedef int (*mmrag_token_fn)(void *user, const char *piece, size_t len);
 
 typedef struct {
-    int32_t k;                   /* evidence passages; 0 = 5 */
+    int32_t k;                   /* evidence chunks retrieved; 0 = 6 */
     int32_t max_tokens;          /* 0 = 200 */
     float temperature;           /* 0 = greedy */
     uint64_t seed;
     int32_t json_mode;           /* 1: the answer is exactly one JSON object */
-    mmrag_token_fn on_token;     /* NULL = no streaming */
+    mmrag_token_fn on_token;     /* NULL = no streaming (the checked answer text) */
     void *user;
+    int32_t mode;                /* MMRAG_MODE_AUTO (0), _EXTRACTIVE, _GENERATIVE */
+    int32_t show_unsupported;    /* 1: unsupported sentences shown, marked */
 } mmrag_ask_opts;
+
+/* Answer modes: extractive quotes the best evidence sentences; generative lets the model
+ * write and keeps only the sentences the evidence supports; auto is generative, falling
+ * back to the quotes when nothing survives. Every mode abstains when the documents do
+ * not answer the question. */
+enum { MMRAG_MODE_AUTO = 0, MMRAG_MODE_EXTRACTIVE = 1, MMRAG_MODE_GENERATIVE = 2 };
 
 typedef struct {
     char *answer;
-    mmrag_hit *citations;        /* citations[i] is evidence [i+1] in the answer */
+    mmrag_hit *citations;        /* citations[i] is [i+1] in the answer: the evidence
+                                    sentence (text) and its box on the page */
     int32_t n_citations;
     const char *stop_reason;     /* "end_turn", "max_tokens", "stop_sequence", "aborted",
                                     "repetition" (the model began to loop) */
     double ttft_ms;              /* time to first token */
     int32_t prompt_tokens, completion_tokens;
+    int32_t abstained;           /* 1: the documents do not answer; answer says so and
+                                    citations are the nearest passages */
+    const char *mode_used;       /* "extractive" or "generative" (static text) */
 } mmrag_answer;
 
 typedef struct {

@@ -49,6 +49,8 @@ static const char *const migrations[] = {
     "CREATE INDEX vectors_doc ON vectors(doc);"
     "CREATE INDEX vectors_space ON vectors(space, model, owner_id);"
     "INSERT OR IGNORE INTO meta VALUES('generation', '0');",
+    /* v2: each chunk's text lines (store.h, store_line); NULL for rows written before */
+    "ALTER TABLE chunks ADD COLUMN lines BLOB;",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(N_MIGRATIONS == STORE_SCHEMA_VERSION, "one migration per schema version");

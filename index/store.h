@@ -36,7 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 1   /* schema this code writes; older ones are migrated */
+#define STORE_SCHEMA_VERSION 2   /* schema this code writes; older ones are migrated */
 
 typedef enum {
     STORE_OK = 0,
@@ -121,6 +121,17 @@ typedef struct {
     int32_t caption_ord;       /* ord of its caption chunk in this document, or -1 */
 } store_image;
 
+/* One text line of a chunk: bytes [off, off+len) of the chunk's text, and where that
+ * line is on the page. Stored in chunks.lines (schema v2) as a BLOB of packed 24-byte
+ * little-endian records, one per line in text order:
+ *   uint32 off | uint32 len | float32 x0 | float32 y0 | float32 x1 | float32 y1
+ * (IEEE-754 floats, normalized like every box). NULL for chunks written before v2. */
+typedef struct {
+    uint32_t off, len;
+    store_box box;
+} store_line;
+#define STORE_LINE_BYTES 24
+
 typedef struct {
     int32_t ord;               /* 0-based order within the document */
     int32_t page;
@@ -128,6 +139,9 @@ typedef struct {
     store_box box;
     int32_t image_idx;         /* store_image.idx it is anchored to, or -1 */
     const char *text;          /* UTF-8 (copied) */
+    const store_line *lines;   /* n_lines text lines (copied); NULL/0 = none. Each range
+                                * must lie inside text, ascending, not overlapping */
+    int32_t n_lines;
 } store_chunk;
 
 /* Start a document. If a document with m->sha256 exists: returns STORE_EXISTS, *existing_id
@@ -136,6 +150,7 @@ typedef struct {
 int store_doc_begin(store *s, const store_doc_meta *m, int64_t *existing_id);
 int store_page_add(store *s, const store_page *p);
 int store_image_add(store *s, const store_image *img);
+/* Returns STORE_ERR_ARG (document stays open) for a bad kind or bad lines. */
 int store_chunk_add(store *s, const store_chunk *c);
 /* Make the document visible atomically. *doc_id = the new id; *replaced_id = id of the
  * document it replaced at the same path, or 0 (either pointer may be NULL). Returns
@@ -198,6 +213,13 @@ int store_pages_get(store *s, int64_t doc, store_page_row **rows, int32_t *n);
 /* Chunks of a document in order; page 0 = all pages. Free with store_chunks_free. */
 int store_chunks_get(store *s, int64_t doc, int32_t page, store_chunk_row **rows, int32_t *n);
 int store_chunk_get(store *s, int64_t id, store_chunk_row *out);   /* NOTFOUND if gone */
+/* The text lines of chunk `chunk_id`, in text order; caller frees *out with free().
+ * A chunk without lines (written before schema v2), or whose blob is damaged (length not
+ * a multiple of STORE_LINE_BYTES, a range outside its text, ranges out of order, a
+ * non-finite coordinate), gives STORE_OK with *out = NULL and *n = 0.
+ * Returns STORE_OK, STORE_ERR_NOTFOUND (no such chunk), STORE_ERR_ARG, STORE_ERR_NOMEM,
+ * STORE_ERR. */
+int store_chunk_lines(store *s, int64_t chunk_id, store_line **out, int32_t *n);
 void store_chunk_row_clear(store_chunk_row *r);
 void store_chunks_free(store_chunk_row *rows, int32_t n);
 /* Images of a document (page 0 = all), with previews. Free with store_images_free. */

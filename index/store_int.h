@@ -43,4 +43,10 @@ char *store_strdup(const char *t);   /* NULL-safe, "" for NULL */
 const char *store_owner_name(int32_t owner_kind);
 /* 0, or STORE_ERR_ARG + message unless space is "text"/"image" and model is non-empty. */
 int store_check_space(store *s, const char *space, const char *model);
+/* store_lines.c: the chunks.lines blob (layout in store.h). */
+/* 1 if the n lines lie inside a text of text_len bytes, ascending and not overlapping,
+ * with finite coordinates (n == 0 is valid). */
+int store_lines_valid(const store_line *lines, int32_t n, size_t text_len);
+/* n * STORE_LINE_BYTES bytes (malloc'd), or NULL out of memory. */
+uint8_t *store_lines_encode(const store_line *lines, int32_t n);
 #endif

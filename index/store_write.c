@@ -30,13 +30,13 @@ static int spool_prepare(store *s) {
         " kind TEXT, x0 REAL, y0 REAL, x1 REAL, y1 REAL, width_px INTEGER, height_px INTEGER,"
         " preview BLOB, phash INTEGER, caption_ord INTEGER);"
         "CREATE TEMP TABLE IF NOT EXISTS sp_chunks(ord INTEGER PRIMARY KEY, page INTEGER,"
-        " kind TEXT, x0 REAL, y0 REAL, x1 REAL, y1 REAL, image_idx INTEGER, text TEXT);",
+        " kind TEXT, x0 REAL, y0 REAL, x1 REAL, y1 REAL, image_idx INTEGER, text TEXT, lines BLOB);",
         "create spool");
     if (rc) return rc;
     if ((rc = store_prepare(s, "INSERT INTO temp.sp_pages VALUES(?,?,?,?)", &s->sp_page)) ||
         (rc = store_prepare(s, "INSERT INTO temp.sp_images VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
                             &s->sp_image)) ||
-        (rc = store_prepare(s, "INSERT INTO temp.sp_chunks VALUES(?,?,?,?,?,?,?,?,?)",
+        (rc = store_prepare(s, "INSERT INTO temp.sp_chunks VALUES(?,?,?,?,?,?,?,?,?,?)",
                             &s->sp_chunk)))
         return rc;
     return STORE_OK;
@@ -176,15 +176,37 @@ out:
     return rc;
 }
 
+/* Bind the chunk's lines as their blob (NULL when it has none). */
+static int bind_lines(store *s, sqlite3_stmt *st, int col, const store_chunk *c) {
+    int brc;
+    if (!c->n_lines) {
+        brc = sqlite3_bind_null(st, col);
+    } else {
+        uint8_t *blob = store_lines_encode(c->lines, c->n_lines);
+        if (!blob) return store_set_err(s, STORE_ERR_NOMEM, "out of memory");
+        /* SQLite frees the blob, also when binding fails */
+        brc = sqlite3_bind_blob64(st, col, blob, (sqlite3_uint64)c->n_lines * STORE_LINE_BYTES, free);
+    }
+    return brc == SQLITE_OK ? STORE_OK : store_sql_err(s, "bind lines");
+}
+
+/* STORE_OK, or STORE_ERR_ARG + message for a chunk the spool must not take. */
+static int check_chunk(store *s, const store_chunk *c) {
+    if (c->kind < 0 || c->kind >= STORE_KIND_COUNT)
+        return store_set_err(s, STORE_ERR_ARG, "bad chunk kind %d", c->kind);
+    if (c->n_lines < 0 || (c->n_lines && !c->lines) ||
+        !store_lines_valid(c->lines, c->n_lines, c->text ? strlen(c->text) : 0))
+        return store_set_err(s, STORE_ERR_ARG, "chunk %d: bad lines (each must lie inside its text,"
+                             " in order, with a finite box)", c->ord);
+    return STORE_OK;
+}
+
 int store_chunk_add(store *s, const store_chunk *c) {
     if (!s || !c) return STORE_ERR_ARG;
     STORE_LOCK(s);
     int rc = STORE_OK;
     NEED_OPEN(s);
-    if (c->kind < 0 || c->kind >= STORE_KIND_COUNT) {
-        rc = store_set_err(s, STORE_ERR_ARG, "bad chunk kind %d", c->kind);
-        goto out;
-    }
+    if ((rc = check_chunk(s, c))) goto out;
     sqlite3_stmt *st = s->sp_chunk;
     sqlite3_bind_int(st, 1, c->ord);
     sqlite3_bind_int(st, 2, c->page);
@@ -193,6 +215,11 @@ int store_chunk_add(store *s, const store_chunk *c) {
     if (c->image_idx >= 0) sqlite3_bind_int(st, 8, c->image_idx);
     else sqlite3_bind_null(st, 8);
     sqlite3_bind_text(st, 9, c->text ? c->text : "", -1, SQLITE_STATIC);
+    if ((rc = bind_lines(s, st, 10, c))) {
+        sqlite3_reset(st);
+        sqlite3_clear_bindings(st);
+        goto out;
+    }
     rc = spool_step(s, st, "add chunk");
 out:
     STORE_UNLOCK(s);
@@ -259,8 +286,9 @@ static int commit_locked(store *s, int64_t *doc_id, int64_t *replaced_id) {
                           " height_px, preview, phash) SELECT ?1, page, idx, kind, x0, y0, x1, y1,"
                           " width_px, height_px, preview, phash FROM temp.sp_images ORDER BY idx",
                        id, "insert images")) ||
-        (rc = exec_doc(s, "INSERT INTO chunks(doc, page, ord, kind, x0, y0, x1, y1, image_id, text)"
-                          " SELECT ?1, c.page, c.ord, c.kind, c.x0, c.y0, c.x1, c.y1, i.id, c.text"
+        (rc = exec_doc(s, "INSERT INTO chunks(doc, page, ord, kind, x0, y0, x1, y1, image_id, text,"
+                          " lines) SELECT ?1, c.page, c.ord, c.kind, c.x0, c.y0, c.x1, c.y1, i.id,"
+                          " c.text, c.lines"
                           " FROM temp.sp_chunks c LEFT JOIN images i ON i.doc=?1 AND i.idx=c.image_idx"
                           " ORDER BY c.ord", id, "insert chunks")) ||
         (rc = exec_doc(s, "UPDATE chunks SET embedding_key = doc || '_' || id || '_' ||"

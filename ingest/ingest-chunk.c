@@ -4,7 +4,9 @@
  * a figure becomes one FIGURE chunk, text inside a table one TABLE chunk. Running text is
  * gathered into spans that share the same nearest image (distance to the figure together
  * with its caption) and cut into windows of `chunk_tokens` words overlapping by
- * `overlap_tokens`. A chunk's box is the union of the lines its words came from. */
+ * `overlap_tokens`. A chunk's box is the union of the lines its words came from; the
+ * chunk keeps those lines too (byte ranges of its text with their boxes), so a later
+ * layer can box a sentence rather than the whole chunk. */
 #include "ingest/ingest-internal.h"
 #include <math.h>
 #include <stdlib.h>
@@ -28,6 +30,55 @@ typedef struct {
     int rc;
 } chunker;
 
+/* Points → the page's normalized box, clamped to the page. */
+static ingest_box norm_box(const ing_pagectx *pc, ingest_box b) {
+    double pw = pc->w, ph = pc->h;
+    return (ingest_box){(float)fmax(0, b.x0 / pw), (float)fmax(0, b.y0 / ph),
+                        (float)fmin(1, b.x1 / pw), (float)fmin(1, b.y1 / ph)};
+}
+
+/* Does word `w` continue the text line of the word before it? Fragments of one block
+ * that share a row (table cells, labels split by a wide gap) are one line; they must
+ * overlap by half the shorter height, since the boxes of two lines of a paragraph set
+ * with tight leading may touch. Fragments of different blocks never join, so a line
+ * never spans a column gutter. A " | " cell separator always stays inside a line, so
+ * every non-whitespace byte of the text belongs to some line. */
+static int same_line(const ing_pagectx *pc, const word *prev, const word *w) {
+    if (w->frag == prev->frag || w->sep == 2) return 1;
+    const ing_frag *a = &pc->frags[prev->frag], *b = &pc->frags[w->frag];
+    if (a->block != b->block) return 0;
+    float overlap = ing_minf(a->b.y1, b->b.y1) - ing_maxf(a->b.y0, b->b.y0);
+    return overlap > 0.5f * ing_minf(a->b.y1 - a->b.y0, b->b.y1 - b->b.y0);
+}
+
+/* Join words w[0..n) into t with their separators; record the lines (byte ranges of t,
+ * boxes in points) and the union box. Returns the number of lines (>= 1). */
+static int32_t join_words(const ing_pagectx *pc, const word *w, int n, char *t,
+                          ingest_line *lines, ingest_box *box) {
+    char *p = t;
+    int32_t nl = 0;
+    for (int i = 0; i < n; i++) {
+        if (i) {
+            const char *sep = w[i].sep == 1 ? "\n" : w[i].sep == 2 ? " | " : " ";
+            size_t sl = strlen(sep);
+            memcpy(p, sep, sl);
+            p += sl;
+        }
+        ingest_box fb = pc->frags[w[i].frag].b;
+        if (!i || !same_line(pc, &w[i - 1], &w[i])) {
+            lines[nl++] = (ingest_line){(uint32_t)(p - t), 0, fb};
+        } else if (w[i].frag != w[i - 1].frag) {
+            lines[nl - 1].box = ing_box_union(lines[nl - 1].box, fb);
+        }
+        memcpy(p, w[i].w, (size_t)w[i].len);
+        p += w[i].len;
+        lines[nl - 1].len = (uint32_t)(p - t) - lines[nl - 1].off;
+        *box = i ? ing_box_union(*box, fb) : fb;
+    }
+    *p = 0;
+    return nl;
+}
+
 static int push_chunk(chunker *c, int kind, int image, const word *w, int n) {
     if (!n) return 0;
     ingest_page *out = c->out;
@@ -40,30 +91,27 @@ static int push_chunk(chunker *c, int kind, int image, const word *w, int n) {
     }
     size_t len = 1;
     for (int i = 0; i < n; i++) len += (size_t)w[i].len + 3;
-    char *t = malloc(len), *p = t;
-    if (!t) return INGEST_ERR_NOMEM;
-    ingest_box b = c->pc->frags[w[0].frag].b;
-    for (int i = 0; i < n; i++) {
-        if (i) {
-            const char *sep = w[i].sep == 1 ? "\n" : w[i].sep == 2 ? " | " : " ";
-            size_t sl = strlen(sep);
-            memcpy(p, sep, sl);
-            p += sl;
-        }
-        memcpy(p, w[i].w, (size_t)w[i].len);
-        p += w[i].len;
-        b = ing_box_union(b, c->pc->frags[w[i].frag].b);
+    char *t = malloc(len);
+    ingest_line *lines = malloc((size_t)n * sizeof *lines); /* at most one line per word */
+    if (!t || !lines) {
+        free(t);
+        free(lines);
+        return INGEST_ERR_NOMEM;
     }
-    *p = 0;
-    double pw = c->pc->w, ph = c->pc->h;
+    ingest_box b;
+    int32_t nl = join_words(c->pc, w, n, t, lines, &b);
+    for (int32_t i = 0; i < nl; i++) lines[i].box = norm_box(c->pc, lines[i].box);
+    ingest_line *shrunk = realloc(lines, (size_t)nl * sizeof *lines);
+    if (shrunk) lines = shrunk;   /* a failed shrink keeps the larger block */
     ingest_chunk *ch = &out->chunks[out->n_chunks++];
     ch->order = (*c->next_order)++;
     ch->page = out->number;
     ch->kind = kind;
-    ch->box = (ingest_box){(float)fmax(0, b.x0 / pw), (float)fmax(0, b.y0 / ph),
-                           (float)fmin(1, b.x1 / pw), (float)fmin(1, b.y1 / ph)};
+    ch->box = norm_box(c->pc, b);
     ch->image_index = image >= 0 ? out->images[image].index : -1;
     ch->text = t;
+    ch->lines = lines;
+    ch->n_lines = nl;
     return 0;
 }
 

@@ -323,7 +323,10 @@ int64_t ingest_doc_bytes(const ingest_doc *d) { return d ? d->n_bytes : 0; }
 void ingest_page_free(ingest_page *p) {
     if (!p) return;
     for (int i = 0; i < p->n_images; i++) free(p->images[i].png);
-    for (int i = 0; i < p->n_chunks; i++) free(p->chunks[i].text);
+    for (int i = 0; i < p->n_chunks; i++) {
+        free(p->chunks[i].text);
+        free(p->chunks[i].lines);
+    }
     free(p->images);
     free(p->chunks);
     free(p);

@@ -50,6 +50,13 @@ typedef struct {
     int32_t caption_chunk;  /* index into the page's chunks of its caption, or -1 */
 } ingest_image;
 
+/* One text line of a chunk (a run of its words on one line of the page, e.g. one line of
+ * a paragraph or one row of a table). */
+typedef struct {
+    uint32_t off, len;      /* bytes [off, off+len) of the chunk's text */
+    ingest_box box;         /* the line on the page (normalized, inside the chunk box) */
+} ingest_line;
+
 typedef struct {
     int32_t order;          /* 0-based within the document (across pages) */
     int32_t page;           /* 1-based */
@@ -57,6 +64,12 @@ typedef struct {
     ingest_box box;         /* union of the blocks it came from */
     int32_t image_index;    /* ingest_image.index it is anchored to, or -1 */
     char *text;             /* UTF-8, owned by the page */
+    /* Lines in text order: ranges ascend, do not overlap, and together hold every
+     * non-whitespace byte of text (the separators between lines are whitespace). A chunk
+     * that starts or ends inside a line (overlapping windows) still gets that whole line's
+     * box. OCR chunks get Tesseract's text lines. Owned by the page; >= 1 per chunk. */
+    ingest_line *lines;
+    int32_t n_lines;
 } ingest_chunk;
 
 typedef struct {

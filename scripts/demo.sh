@@ -41,7 +41,8 @@ if [ -n "$nw" ]; then
     echo "(locate needs the text model: make models)"
 fi
 
-# the 135M default model answers this one from the evidence; it garbles harder questions
+# the answer shows only sentences the evidence supports (the 135M model often invents the
+# figure: then the evidence sentence is quoted), each citing its sentence box on the page
 q="What dividend per share did the Northwind board approve?"
 model=$models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 step "mmrag ask \"$q\" -k 3 --show $demo/answer.png"

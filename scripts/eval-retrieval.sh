@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make eval`: retrieval quality (recall@k, MRR, nDCG, ablation by source) on both corpora:
+# `make eval`: retrieval quality (recall@k, MRR, nDCG, ablation by source) on both corpora,
+# then answer quality (key in answer, cited page, grounding, abstention) on the real PDFs:
 #   1. the generated corpus + samples (tests/data/eval_questions.json, 34 questions; the
 #      fusion weights were tuned on it, so read it as optimistic), and
 #   2. two real Debian documentation PDFs (tests/data/eval_questions_debian.json, 20
@@ -28,3 +29,13 @@ t0=$(date +%s)
 echo "(indexed with embeddings in $(( $(date +%s) - t0 )) s)"
 "$m" eval retrieval --db "$tmp/db-deb" "$here/tests/data/eval_questions_debian.json" >"$tmp/deb.txt"
 summary <"$tmp/deb.txt"
+
+# answers over the same collection (api/core/answer_eval.c): the untuned set written from
+# pdftotext before mmrag ran on it, then the development set the thresholds were set on
+for set in answer_questions_debian answer_questions_dev; do
+  for mode in extractive auto; do
+    echo "== answers, $mode ($set.json)"
+    "$m" eval answers --db "$tmp/db-deb" --mode $mode "$here/tests/data/$set.json" >"$tmp/ans.txt" 2>&1 || echo "eval answers: failed"
+    sed -n '/^answers (mode/,$p' "$tmp/ans.txt"
+  done
+done

@@ -36,18 +36,18 @@ if python3 - "$tmp/out.txt" "$tmp/doc.json" "$doc" <<'EOF'
 import json, re, sys
 out, doc = open(sys.argv[1]).read(), json.load(open(sys.argv[2]))
 want = int(sys.argv[3])
-cites = re.findall(r"^\[(\d+)\] -> .* \(doc (\d+)\), page (\d+), box \[([-0-9., ]+)\]", out, re.M)
+cites = re.findall(r"^\[(\d+)\] -> .* \(doc (\d+)\), page (\d+), box \[([-0-9., ]+)\] \((sentence|chunk)\)", out, re.M)
 assert cites, "no citation lines"
 good = 0
-for _, d, p, box in cites:
+inside = lambda b, c: all(b[i] >= c[i] - 0.0015 for i in (0, 1)) and all(b[i] <= c[i] + 0.0015 for i in (2, 3))
+for _, d, p, box, src in cites:
     b = [float(x) for x in box.split(",")]
-    if int(d) == want and any(c["page"] == int(p) and
-                              all(abs(u - v) < 0.0015 for u, v in zip(c["box"], b))
-                              for c in doc["chunks"]):
+    if int(d) == want and src == "sentence" and any(c["page"] == int(p) and inside(b, c["box"])
+                                                    for c in doc["chunks"]):
         good += 1
-assert good >= 1, "no citation matches a chunk of doc %d: %s" % (want, cites)
+assert good >= 1, "no citation is a sentence box inside a chunk of doc %d: %s" % (want, cites)
 EOF
-then ok "text citation = page and box of a chunk of the Northwind report"
+then ok "text citation = a sentence box inside a chunk of the Northwind report"
 else bad "text citations: $(grep -- '->' "$tmp/out.txt" | head -3)"; fi
 shown=$(sed -n 's/^shown: \(.*\.png\)  (page.*/\1/p' "$tmp/out.txt" | head -n1)
 [ -n "$shown" ] && [ -f "$shown" ] && [[ "$shown" == "$tmp/pages/doc"*-p*.png ]] &&
@@ -61,18 +61,24 @@ import json, sys
 j, doc = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 want, png = int(sys.argv[3]), sys.argv[4]
 assert isinstance(j["answer"], str) and j["answer"].strip(), "empty answer"
-assert j["stop_reason"] in ("end_turn", "max_tokens", "stop_sequence"), j["stop_reason"]
+# the planted fact is 0.35 euros: whatever the model writes, what is shown must carry it
+# (an invented figure fails the check and the quote of the evidence is shown instead)
+assert not j["abstained"] and "0.35" in j["answer"], j["answer"]
+assert j["mode"] == "auto" and j["mode_used"] in ("generative", "extractive"), j["mode_used"]
+assert j["stop_reason"] in ("end_turn", "max_tokens", "stop_sequence", "repetition", "extractive"), j["stop_reason"]
+assert all(s["supported"] for s in j["sentences"] if s["shown"]), j["sentences"]
 t = j["timings"]
-assert t["ttft_ms"] > 0 and t["prompt_tokens"] > 0 and t["completion_tokens"] > 0, t
+assert t["total_ms"] > 0 and t["prompt_tokens"] > 0 and t["completion_tokens"] > 0, t
 assert j["citations"], "no citations"
 chunks = {c["id"]: c for c in doc["chunks"]}
-ok = [c for c in j["citations"] if c["doc_id"] == want and c["chunk_id"] in chunks
-      and chunks[c["chunk_id"]]["page"] == c["page"]
-      and all(abs(u - v) < 1e-4 for u, v in zip(chunks[c["chunk_id"]]["box"], c["box"]))]
-assert ok, "no citation is a chunk of doc %d: %s" % (want, j["citations"])
+inside = lambda b, c: all(b[i] >= c[i] - 1e-4 for i in (0, 1)) and all(b[i] <= c[i] + 1e-4 for i in (2, 3))
+ok = [c for c in j["citations"] if c["document_id"] == want and c["chunk_id"] in chunks
+      and chunks[c["chunk_id"]]["page"] == c["page"] and c["box_source"] == "sentence"
+      and inside(c["box"], chunks[c["chunk_id"]]["box"]) and c["text"] in chunks[c["chunk_id"]]["text"].replace("\n", " ")]
+assert ok, "no citation is a sentence of a chunk of doc %d: %s" % (want, j["citations"])
 assert [s["path"] for s in j["shown"]] == [png], j["shown"]
 EOF
-then ok "--json: answer, citations (chunk of the right doc), stop_reason, timings, shown"
+then ok "--json: answer carries the planted 0.35, shown sentences supported, sentence citations inside the right chunk, shown"
 else bad "--json (exit $rc): $(head -c 400 "$tmp/out.json") $(head -c 200 "$tmp/err.txt")"; fi
 
 # 3. the PNG: signature, IHDR size 1000 px wide with the page's aspect, the box border
@@ -150,4 +156,29 @@ one_line_err "missing model" 1 "/nonexistent" "$m" ask "$q" --model /nonexistent
 one_line_err "--show into a missing folder" 2 "does not exist" "$m" ask "$q" --show "$tmp/no/such/a.png"
 printf 'not a gguf' >"$tmp/bad.gguf"
 one_line_err "corrupt model" 1 "bad.gguf" "$m" ask "$q" --model "$tmp/bad.gguf"
+one_line_err "100 KB question" 2 "question too long" "$m" ask "$(head -c 100000 /dev/zero | tr '\0' 'a')"
+one_line_err "invalid UTF-8 question" 2 "not valid UTF-8" "$m" ask "$(printf 'revenue \xff\xfe?')"
+one_line_err "unknown mode" 2 "unknown --mode" "$m" ask "$q" --mode poetic
+
+# 6. modes: extractive quotes the evidence verbatim (no model needed); a question the
+#    documents cannot answer abstains in every mode, with the nearest passages
+"$m" ask "$q" --mode extractive --json --model /nonexistent >"$tmp/ext.json" 2>"$tmp/err.txt"
+rc=$?
+if [ "$rc" -eq 0 ] && python3 - "$tmp/ext.json" "$tmp/doc.json" <<'EOF2'
+import json, sys
+j, doc = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert j["mode_used"] == "extractive" and not j["abstained"] and "0.35" in j["answer"], j["answer"]
+text = " ".join(c["text"].replace("\n", " ") for c in doc["chunks"])
+assert j["citations"] and all(c["text"] in text for c in j["citations"]), j["citations"]
+assert j["timings"]["completion_tokens"] == 0
+EOF2
+then ok "extractive: verbatim quote with the planted 0.35, no model loaded"
+else bad "extractive (exit $rc): $(head -c 300 "$tmp/ext.json") $(head -c 200 "$tmp/err.txt")"; fi
+for mode in auto extractive generative; do
+  "$m" ask "How do I deploy a Kubernetes cluster on these servers?" --mode $mode --json >"$tmp/abs.json" 2>"$tmp/err.txt"
+  rc=$?
+  if [ "$rc" -eq 0 ] && python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert j["abstained"] and j["answer"].startswith("The documents do not answer"), j' "$tmp/abs.json" 2>"$tmp/perr.txt"
+  then ok "unanswerable question abstains ($mode): $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["abstain_reason"])' "$tmp/abs.json")"
+  else bad "unanswerable ($mode, exit $rc): $(head -c 300 "$tmp/abs.json") $(cat "$tmp/perr.txt" | tail -1)"; fi
+done
 finish

@@ -1,7 +1,8 @@
 /* ingest tests on the generated corpus (tests/tool_gencorpus.c writes the PDFs and a
  * truth.json with the exact boxes it drew, the captions, the planted facts and the text
  * of the scanned page). Checks: facts on the right page, image/figure boxes IoU >= 0.9,
- * caption pairing, chunk anchoring, two-column reading order, OCR, token budget,
+ * caption pairing, chunk anchoring, two-column reading order, OCR, token budget, the
+ * text lines of each chunk (cover its text, boxes inside its box, one per drawn line),
  * bad inputs, and flat peak RSS over a 2,000-page PDF (in a child process, so the
  * peak is not inherited from the other tests). */
 #include "ingest/ingest.h"
@@ -374,6 +375,139 @@ TEST(token_budget_overlap_and_whole_captions) {
     ingest_doc_free(d);
     CHECK(captions == 3);
     CHECK_MSG(overlaps >= 10, "%d overlapping chunk pairs", overlaps);
+}
+
+/* ---------- text lines of a chunk ---------- */
+
+/* NULL when the chunk's lines hold: at least one, ranges inside the text, ascending and
+ * not overlapping, every non-whitespace byte in exactly one line, each box inside the
+ * chunk box (float slack); else what is wrong, in msg. */
+static const char *lines_problem(const ingest_chunk *c, char *msg, size_t len) {
+    size_t n = strlen(c->text), end = 0;
+    const float tol = 1e-4f;
+    if (c->n_lines < 1 || !c->lines) return "no lines";
+    for (int32_t i = 0; i < c->n_lines; i++) {
+        const ingest_line *l = &c->lines[i];
+        const ingest_box b = l->box;
+        if (l->len == 0 || l->off < end || (size_t)l->off + l->len > n) {
+            snprintf(msg, len, "line %d [%u,+%u) after %zu, text %zu bytes", i, l->off, l->len, end, n);
+            return msg;
+        }
+        for (size_t k = end; k < l->off; k++) /* gaps between lines hold only separators */
+            if (!isspace((unsigned char)c->text[k])) {
+                snprintf(msg, len, "byte %zu '%c' before line %d is in no line", k, c->text[k], i);
+                return msg;
+            }
+        if (b.x0 > b.x1 || b.y0 > b.y1 || b.x0 < c->box.x0 - tol || b.y0 < c->box.y0 - tol ||
+            b.x1 > c->box.x1 + tol || b.y1 > c->box.y1 + tol) {
+            snprintf(msg, len, "line %d box %.4f,%.4f,%.4f,%.4f outside chunk %.4f,%.4f,%.4f,%.4f", i,
+                     b.x0, b.y0, b.x1, b.y1, c->box.x0, c->box.y0, c->box.x1, c->box.y1);
+            return msg;
+        }
+        end = l->off + l->len;
+    }
+    for (size_t k = end; k < n; k++)
+        if (!isspace((unsigned char)c->text[k])) return "text after the last line is in no line";
+    return NULL;
+}
+
+TEST(chunk_lines_cover_text) {
+    CHECK(load_corpus() == 0);
+    int multi = 0, ocr_lines = 0, table_rows = 0;
+    for (int p = 1; p <= n_pages; p++)
+        for (int i = 0; i < pages[p]->n_chunks; i++) {
+            const ingest_chunk *c = &pages[p]->chunks[i];
+            char msg[256];
+            const char *bad = lines_problem(c, msg, sizeof msg);
+            CHECK_MSG(!bad, "page %d chunk %d (%s): %s", p, i, ingest_chunk_kind_name(c->kind), bad);
+            multi += c->n_lines > 1;
+            if (c->kind == INGEST_CHUNK_OCR) ocr_lines += c->n_lines;
+            if (c->kind == INGEST_CHUNK_TABLE) { /* a table row, cells and " | " included, is one line */
+                const char *row = "Turbine inspection | 180 days | Four engineers";
+                for (int32_t k = 0; k < c->n_lines; k++)
+                    table_rows += c->lines[k].len == strlen(row) &&
+                                  !strncmp(c->text + c->lines[k].off, row, strlen(row));
+            }
+        }
+    CHECK(multi >= 5);
+    CHECK_MSG(ocr_lines >= 4, "OCR chunks have %d lines", ocr_lines); /* Tesseract's text lines */
+    CHECK(table_rows == 1);
+}
+
+TEST(chunk_lines_of_overlapping_windows) {
+    CHECK(load_corpus() == 0);
+    char path[2048], err[512];
+    snprintf(path, sizeof path, "%s/corpus.pdf", corpus_dir);
+    ingest_options o;
+    ingest_options_default(&o);
+    o.chunk_tokens = 8;
+    o.overlap_tokens = 3;
+    o.ocr = 0;
+    ingest_doc *d;
+    CHECK(ingest_doc_open(path, &o, &d, err, sizeof err) == 0);
+    int checked = 0;
+    for (int p = 1; p <= 4; p++) {
+        ingest_page *pg;
+        CHECK(ingest_doc_page(d, p, &pg, err, sizeof err) == 0);
+        for (int i = 0; i < pg->n_chunks; i++) {
+            char msg[256];
+            const char *bad = lines_problem(&pg->chunks[i], msg, sizeof msg);
+            if (bad) fprintf(stderr, "  page %d chunk %d '%s': %s\n", p, i, pg->chunks[i].text, bad);
+            checked += !bad;
+            CHECK(!bad);
+        }
+        ingest_page_free(pg);
+    }
+    ingest_doc_free(d);
+    CHECK(checked > 40);
+}
+
+/* A paragraph of four lines drawn at known baselines gives one chunk of four lines, each
+ * exactly one drawn line, top to bottom, at the drawn height. */
+TEST(multiline_paragraph_lines) {
+    static const char *const rows[] = {
+        "Gearbox oil must be changed after the first five hundred hours",
+        "of service, and then once every two thousand hours or every year,",
+        "whichever comes first. Use only the grade printed on the plate",
+        "beside the filler cap; a wrong grade voids the warranty.",
+    };
+    const int nrows = 4;
+    char path[2048];
+    snprintf(path, sizeof path, "%s/lines-%d.pdf", test_env("MMRAG_TMP", "/tmp"), (int)getpid());
+    cairo_surface_t *sf = cairo_pdf_surface_create(path, 612, 792);
+    cairo_t *cr = cairo_create(sf);
+    cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_size(cr, 11);
+    for (int i = 0; i < nrows; i++) {
+        cairo_move_to(cr, 72, 200 + 15 * i);
+        cairo_show_text(cr, rows[i]);
+    }
+    cairo_destroy(cr);
+    cairo_surface_destroy(sf);
+    ingest_doc *d = NULL;
+    ingest_page *pg = NULL;
+    char err[512];
+    CHECK_MSG(ingest_doc_open(path, NULL, &d, err, sizeof err) == 0, "%s", err);
+    CHECK(ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
+    unlink(path);
+    CHECK_MSG(pg->n_chunks == 1, "%d chunks", pg->n_chunks);
+    const ingest_chunk *c = &pg->chunks[0];
+    char msg[256];
+    const char *bad = lines_problem(c, msg, sizeof msg);
+    CHECK_MSG(!bad, "%s", bad);
+    CHECK_MSG(c->n_lines == nrows, "%d lines in '%s'", c->n_lines, c->text);
+    for (int i = 0; i < nrows; i++) {
+        const ingest_line *l = &c->lines[i];
+        CHECK_MSG(l->len == strlen(rows[i]) && !strncmp(c->text + l->off, rows[i], l->len),
+                  "line %d is '%.*s'", i, (int)l->len, c->text + l->off);
+        float base = (200.0f + 15.0f * i) / 792.0f;   /* the baseline lies inside the box */
+        CHECK_MSG(l->box.y0 < base && l->box.y1 > base - 0.002f, "line %d y %.4f..%.4f, baseline %.4f", i,
+                  l->box.y0, l->box.y1, base);
+        CHECK_NEAR(l->box.x0, 72.0 / 612, 0.005);
+        if (i) CHECK(l->box.y0 > c->lines[i - 1].box.y0 && l->box.y1 > c->lines[i - 1].box.y1);
+    }
+    ingest_page_free(pg);
+    ingest_doc_free(d);
 }
 
 static void expect_bad(int *test_failed_, const char *file, int want) {

@@ -1,6 +1,7 @@
 /* Tests for index/store: schema + migrations, per-document atomicity (abort, killed
  * writer), sha no-op, replace on change, cascade delete, FTS5 hostile queries, BM25,
- * vectors, disk-full and read-only behaviour, parallel writers. */
+ * vectors, disk-full and read-only behaviour, parallel writers, chunk text lines (round
+ * trip, blob layout, bad and damaged lines, a v1 database migrated to v2). */
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -779,4 +780,188 @@ TEST(concurrent_create) {
         CHECK_MSG(bad == 0, "round %d: %d of 6 processes failed", round, bad);
         CHECK(count_sql(d, "SELECT count(*) FROM documents") == 6);
     }
+}
+
+/* ---- chunk text lines (schema v2) ------------------------------------------------- */
+
+static const char k_lines_text[] = "First line of text\nsecond line | cell\nend.";
+static const store_line k_lines[3] = {
+    {0, 18, {0.25f, 0.1f, 0.75f, 0.12f}},
+    {19, 18, {0.25f, 0.125f, 0.7f, 0.145f}},
+    {38, 4, {0.25f, 0.15f, 0.3f, 0.17f}},
+};
+
+/* One document of two chunks: ord 0 with k_lines, ord 1 without lines. */
+static int add_lines_doc(store *s, unsigned seed, int64_t *id) {
+    char sha[65];
+    sha_of(seed, sha);
+    store_doc_meta m = {.sha256 = sha, .path = "", .title = "Lines", .pages = 1, .bytes = 10};
+    int rc = store_doc_begin(s, &m, NULL);
+    store_page pg = {1, 612, 792, 0};
+    if (rc || (rc = store_page_add(s, &pg))) return rc;
+    store_chunk a = {.ord = 0, .page = 1, .kind = STORE_KIND_TEXT, .box = {0.25f, 0.1f, 0.75f, 0.17f},
+                     .image_idx = -1, .text = k_lines_text, .lines = k_lines, .n_lines = 3};
+    store_chunk b = {.ord = 1, .page = 1, .kind = STORE_KIND_TEXT, .box = {0.1f, 0.5f, 0.9f, 0.6f},
+                     .image_idx = -1, .text = "no lines here"};
+    if ((rc = store_chunk_add(s, &a)) || (rc = store_chunk_add(s, &b))) return rc;
+    return store_doc_commit(s, id, NULL);
+}
+
+/* the ids of the document's chunks in order (ids[0], ids[1]) */
+static int chunk_ids(store *s, int64_t doc, int64_t ids[2]) {
+    store_chunk_row *ch;
+    int32_t n;
+    if (store_chunks_get(s, doc, 0, &ch, &n) != STORE_OK) return -1;
+    int ok = n == 2;
+    if (ok) { ids[0] = ch[0].id; ids[1] = ch[1].id; }
+    store_chunks_free(ch, n);
+    return ok ? 0 : -1;
+}
+
+static int lines_equal(const store_line *a, const store_line *b, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        if (a[i].off != b[i].off || a[i].len != b[i].len || a[i].box.x0 != b[i].box.x0 ||
+            a[i].box.y0 != b[i].box.y0 || a[i].box.x1 != b[i].box.x1 || a[i].box.y1 != b[i].box.y1)
+            return 0;
+    return 1;
+}
+
+TEST(chunk_lines_roundtrip) {
+    const char *d = fresh_dir("lines");
+    store *s = open_dir(d);
+    CHECK(s);
+    int64_t id = 0, ids[2];
+    CHECK(add_lines_doc(s, 700, &id) == STORE_OK && id > 0);
+    CHECK(chunk_ids(s, id, ids) == 0);
+    store_line *l = NULL;
+    int32_t n = -1;
+    CHECK(store_chunk_lines(s, ids[0], &l, &n) == STORE_OK && n == 3 && l);
+    CHECK(lines_equal(l, k_lines, 3));
+    free(l);
+    /* a chunk written without lines, and no chunk at all */
+    l = (store_line *)1;
+    CHECK(store_chunk_lines(s, ids[1], &l, &n) == STORE_OK && n == 0 && l == NULL);
+    CHECK(store_chunk_lines(s, ids[1] + 100, &l, &n) == STORE_ERR_NOTFOUND && n == 0 && l == NULL);
+    CHECK(store_chunk_lines(s, ids[0], NULL, &n) == STORE_ERR_ARG);
+    store_close(s);
+    /* the blob layout store.h documents: 24-byte little-endian records */
+    CHECK(count_sql(d, "SELECT length(lines) FROM chunks WHERE lines IS NOT NULL") == 72);
+    CHECK(count_sql(d, "SELECT count(*) FROM chunks WHERE lines IS NOT NULL AND"
+                       " substr(hex(lines), 1, 48) = '00000000120000000000803ECDCCCC3D0000403F8FC2F53D'") == 1);
+    CHECK(count_sql(d, "SELECT count(*) FROM chunks WHERE lines IS NULL") == 1);
+    CHECK(fts_ok(d));
+}
+
+/* Bad lines are refused at the spool (STORE_ERR_ARG) and the document stays open. */
+TEST(chunk_lines_refused_when_bad) {
+    const char *d = fresh_dir("linesbad");
+    store *s = open_dir(d);
+    CHECK(s);
+    char sha[65];
+    sha_of(701, sha);
+    store_doc_meta m = {.sha256 = sha, .path = "", .title = "Bad lines", .pages = 1, .bytes = 10};
+    CHECK(store_doc_begin(s, &m, NULL) == STORE_OK);
+    store_line past = {40, 5, {0, 0, 1, 1}};                   /* ends past the 42-byte text */
+    store_line back[2] = {{10, 5, {0, 0, 1, 1}}, {12, 3, {0, 0, 1, 1}}};   /* overlapping */
+    store_line nan = {0, 5, {0, NAN, 1, 1}};
+    store_chunk c = {.ord = 0, .page = 1, .kind = STORE_KIND_TEXT, .image_idx = -1, .text = k_lines_text};
+    c.lines = &past; c.n_lines = 1;
+    CHECK(store_chunk_add(s, &c) == STORE_ERR_ARG && strstr(store_errmsg(s), "lines"));
+    c.lines = back; c.n_lines = 2;
+    CHECK(store_chunk_add(s, &c) == STORE_ERR_ARG);
+    c.lines = &nan; c.n_lines = 1;
+    CHECK(store_chunk_add(s, &c) == STORE_ERR_ARG);
+    c.lines = NULL; c.n_lines = 2;
+    CHECK(store_chunk_add(s, &c) == STORE_ERR_ARG);
+    c.lines = k_lines; c.n_lines = -1;
+    CHECK(store_chunk_add(s, &c) == STORE_ERR_ARG);
+    c.n_lines = 3;
+    CHECK(store_chunk_add(s, &c) == STORE_OK);
+    int64_t id = 0;
+    CHECK(store_doc_commit(s, &id, NULL) == STORE_OK && id > 0);
+    store_counts cn;
+    CHECK(store_counts_get(s, &cn) == STORE_OK && cn.chunks == 1);
+    store_close(s);
+}
+
+/* A damaged blob reads as "no lines", never as ranges past the text. */
+TEST(chunk_lines_corrupt_blob_is_absent) {
+    const char *d = fresh_dir("linescorrupt");
+    store *s = open_dir(d);
+    CHECK(s);
+    int64_t id = 0, ids[2];
+    CHECK(add_lines_doc(s, 702, &id) == STORE_OK);
+    CHECK(chunk_ids(s, id, ids) == 0);
+    store_close(s);
+    static const char *const blobs[] = {
+        "x'0102'",                                                  /* not a multiple of 24 */
+        "x''",                                                      /* empty */
+        "'a TEXT value, 24 bytes!!'",                               /* not a blob */
+        "x'00000000E803000000000000000000000000000000000000'",   /* off 0, len 1000: past the text */
+        "x'0A0000000500000000000000000000000000000000000000"
+        "03000000000000000000803F000000000000000000000000'",    /* ranges out of order */
+        "x'000000000100000000000000000000000000C07F00000000'",   /* a NaN */
+    };
+    for (size_t i = 0; i < sizeof blobs / sizeof *blobs; i++) {
+        char sql[512];
+        snprintf(sql, sizeof sql, "UPDATE chunks SET lines = %s WHERE id = %lld", blobs[i], (long long)ids[0]);
+        CHECK_MSG(exec_sql(d, sql) == SQLITE_OK, "%s", sql);
+        CHECK((s = open_dir(d)));
+        store_line *l = (store_line *)1;
+        int32_t n = -1;
+        int got = store_chunk_lines(s, ids[0], &l, &n);
+        store_close(s);
+        CHECK_MSG(got == STORE_OK && n == 0 && l == NULL, "blob %zu: rc %d, %d lines", i, got, n);
+    }
+    /* the chunk itself still reads */
+    CHECK((s = open_dir(d)));
+    store_chunk_row r;
+    CHECK(store_chunk_get(s, ids[0], &r) == STORE_OK && strcmp(r.text, k_lines_text) == 0);
+    store_chunk_row_clear(&r);
+    store_close(s);
+}
+
+/* A collection written by schema v1 (no chunks.lines column) opens, is migrated in
+ * place, reads as before with no lines, and takes new chunks with lines. */
+TEST(chunk_lines_v1_database_migrates) {
+    const char *d = fresh_dir("linesv1");
+    store *s = open_dir(d);
+    CHECK(s);
+    CHECK(add_doc(s, 710, "/data/old.pdf", 2, 3, "walrus", NULL, NULL) == STORE_OK);
+    store_close(s);
+    /* back to the v1 shape: the column gone, the version 1 */
+    CHECK(exec_sql(d, "ALTER TABLE chunks DROP COLUMN lines;"
+                      " UPDATE meta SET value='1' WHERE key='schema_version'") == SQLITE_OK);
+    CHECK(count_sql(d, "SELECT count(*) FROM pragma_table_info('chunks') WHERE name='lines'") == 0);
+    CHECK((s = open_dir(d)));
+    char v[32];
+    CHECK(store_meta_get(s, "schema_version", v, sizeof v) == STORE_OK && atoi(v) == STORE_SCHEMA_VERSION);
+    CHECK(STORE_SCHEMA_VERSION >= 2);
+    store_doc_row doc;
+    CHECK(store_doc_get(s, "/data/old.pdf", &doc) == STORE_OK && doc.n_chunks == 6);
+    store_chunk_row *ch;
+    int32_t n;
+    CHECK(store_chunks_get(s, doc.id, 0, &ch, &n) == STORE_OK && n == 6);
+    store_doc_row_clear(&doc);
+    for (int32_t i = 0; i < n; i++) {
+        store_line *l = (store_line *)1;
+        int32_t nl = -1;
+        CHECK(store_chunk_lines(s, ch[i].id, &l, &nl) == STORE_OK && nl == 0 && l == NULL);
+    }
+    store_chunks_free(ch, n);
+    store_hit *hits;
+    int32_t nh;
+    CHECK(store_search_bm25(s, "walrus", NULL, &hits, &nh) == STORE_OK && nh == 6);
+    store_hits_free(hits, nh);
+    /* new rows carry lines */
+    int64_t id = 0, ids[2];
+    CHECK(add_lines_doc(s, 711, &id) == STORE_OK && chunk_ids(s, id, ids) == 0);
+    store_line *l = NULL;
+    int32_t nl = 0;
+    CHECK(store_chunk_lines(s, ids[0], &l, &nl) == STORE_OK && nl == 3 && lines_equal(l, k_lines, 3));
+    free(l);
+    store_close(s);
+    CHECK(count_sql(d, "SELECT count(*) FROM pragma_table_info('chunks') WHERE name='lines'") == 1);
+    CHECK(count_sql(d, "SELECT count(*) FROM chunks WHERE lines IS NULL") == 7);
+    CHECK(fts_ok(d));
 }

@@ -36,7 +36,14 @@ int cli_serve(int argc, char **argv);   /* api/cli/cli_serve.c (REST server) */
 int cli_compact(int argc, char **argv); /* api/cli/cli_compact.c (vector indexes) */
 int cli_eval(int argc, char **argv);    /* api/cli/cli_eval.c (eval retrieval) */
 int cli_locate(int argc, char **argv);   /* api/cli/cli_locate.c (VPE region localization) */
-int cli_eval_vpe(int argc, char **argv); /* api/cli/cli_locate.c (`eval vpe`, hooked from cli_eval) */
+int cli_eval_vpe(int argc, char **argv);
+int cli_eval_answers(int argc, char **argv); /* api/cli/cli_eval_answers.c (hooked from cli_eval) */
+/* The answer core's language model for a command: --model, else $MMRAG_LLM, else the
+ * default under models; ctx/kv/threads 0 = defaults (api/cli/cli_ask.c). Returns 0 or -1
+ * (message printed). */
+struct answer_llm;
+int cli_llm_open(const char *model, const char *models, int ctx, int kv, int threads,
+                 struct answer_llm **out); /* api/cli/cli_locate.c (`eval vpe`, hooked from cli_eval) */
 /* Fused retriever over s (api/cli/cli_search.c); embeds chunks lacking vectors first unless
  * need_vectors is 0 (keywords only: no model loaded). *emb is NULL without the text
  * model (BM25 only). Returns 0 or -1 (message printed). */

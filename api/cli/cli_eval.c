@@ -10,6 +10,7 @@
 
 static const char usage[] =
     "usage: mmrag eval retrieval QUESTIONS.json [--json] [--db DIR] [--models DIR]\n"
+    "       mmrag eval answers QUESTIONS.json [--mode M] [--json]  (see eval answers --help)\n"
     "  Runs every question four times (bm25 only, text vectors only, image vectors only,\n"
     "  fused) and prints recall@1/5/10, MRR and nDCG@5/10 per question and overall.\n"
     "  Question file format: see tests/data/eval_questions.json and retrieval/eval.c.\n";
@@ -22,6 +23,7 @@ int cli_eval(int argc, char **argv) {
     const char *db = NULL, *models = NULL;
     int o, json = 0;
     if (argc > 1 && !strcmp(argv[1], "vpe")) return cli_eval_vpe(argc - 1, argv + 1);  /* cli_locate.c */
+    if (argc > 1 && !strcmp(argv[1], "answers")) return cli_eval_answers(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "niah")) return cli_eval_niah(argc - 1, argv + 1); /* cli_niah.c */
     optind = 0;
     while ((o = getopt_long(argc, argv, "d:h", opts, NULL)) != -1) {
@@ -33,7 +35,7 @@ int cli_eval(int argc, char **argv) {
         default: fputs(usage, stderr); return CLI_USAGE;
         }
     }
-    if (optind >= argc) return cli_usage_error(usage, "eval: which evaluation? (retrieval)");
+    if (optind >= argc) return cli_usage_error(usage, "eval: which evaluation? (retrieval, answers, vpe, niah)");
     if (strcmp(argv[optind], "retrieval"))
         return cli_usage_error(usage, "eval: unknown evaluation '%s'", argv[optind]);
     if (optind + 1 >= argc) return cli_usage_error(usage, "eval retrieval: no question file given");

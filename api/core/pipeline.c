@@ -1,5 +1,6 @@
 /* api/core/pipeline.c — ingest → store, one document transaction per PDF. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "api/core/pipeline.h"
@@ -25,6 +26,17 @@ static double now_s(void) {
 
 static store_box to_box(ingest_box b) { return (store_box){b.x0, b.y0, b.x1, b.y1}; }
 
+/* A store copy of the chunk's lines (malloc'd), or NULL when it has none. The two line
+ * types are distinct, so they are copied rather than cast. Lines are optional (rows of
+ * older collections have none and readers handle that), so out of memory here stores
+ * the chunk without them instead of failing the document. */
+static store_line *to_lines(const ingest_chunk *c) {
+    store_line *l = c->n_lines > 0 ? malloc((size_t)c->n_lines * sizeof *l) : NULL;
+    for (int32_t i = 0; l && i < c->n_lines; i++)
+        l[i] = (store_line){c->lines[i].off, c->lines[i].len, to_box(c->lines[i].box)};
+    return l;
+}
+
 /* Spool one parsed page into the open document. */
 static int spool_page(store *s, const ingest_page *p, pipeline_result *r) {
     store_page pg = {p->number, p->width_pt, p->height_pt, p->ocr};
@@ -41,9 +53,12 @@ static int spool_page(store *s, const ingest_page *p, pipeline_result *r) {
     }
     for (int32_t i = 0; !rc && i < p->n_chunks; i++) {
         const ingest_chunk *c = &p->chunks[i];
+        store_line *lines = to_lines(c);
         store_chunk sc = {.ord = c->order, .page = c->page, .kind = c->kind,
-                          .box = to_box(c->box), .image_idx = c->image_index, .text = c->text};
+                          .box = to_box(c->box), .image_idx = c->image_index, .text = c->text,
+                          .lines = lines, .n_lines = lines ? c->n_lines : 0};
         rc = store_chunk_add(s, &sc);
+        free(lines);
     }
     if (!rc) {
         r->pages++;

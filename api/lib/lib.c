@@ -13,6 +13,7 @@
 #include "api/core/pipeline.h"
 #include "api/core/embed.h"
 #include "api/core/locate.h"
+#include "api/core/answer.h"
 #include "engine/engine.h"
 #include "index/store.h"
 #include "retrieval/retrieval.h"
@@ -30,16 +31,14 @@ typedef struct errbuf { char msg[512]; struct errbuf *next; } errbuf;
 struct mmrag {
     char dir[4096];
     mmrag_options o;
-    char models[4096], llm[4096];
+    char models[4096];
     store *st;
     retriever *retr;
     embed_ctx *emb;
     pthread_key_t key;
     pthread_mutex_t mu;              /* errbufs, engine, sessions, localizer setup */
     errbuf *errbufs;
-    struct mmrag_engine *eng;
-    struct mmrag_session **idle;
-    int n_idle, cap_idle;
+    answer_llm *llm;                 /* the answer core's model, loaded on first ask */
     embed_ctx *loc_emb;              /* text encoder loaded for locate when emb is NULL */
     vpe *vpe;
 };
@@ -124,10 +123,12 @@ int mmrag_open(const char *dir, const mmrag_options *o, mmrag **out, char *err, 
     snprintf(h->dir, sizeof h->dir, "%s", dir);
     const char *m = h->o.models_dir ? h->o.models_dir : getenv("MMRAG_MODELS");
     snprintf(h->models, sizeof h->models, "%s", m && *m ? m : "models");
-    if (h->o.llm_path) snprintf(h->llm, sizeof h->llm, "%s", h->o.llm_path);
-    else if (snprintf(h->llm, sizeof h->llm, "%.4000s/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-                      h->models) < 0)
-        h->llm[0] = 0;
+    char path[4200];
+    answer_llm_params lp;
+    answer_llm_params_default(&lp);
+    lp.path = answer_llm_path(h->o.llm_path, h->models, path, sizeof path);
+    lp.n_threads = h->o.threads;
+    if (answer_llm_create(&lp, &h->llm, err, errlen)) { free(h); return MMRAG_ERR_NOMEM; }
     if (pthread_key_create(&h->key, NULL)) { free(h); snprintf(err, errlen, "no thread key"); return MMRAG_ERR_NOMEM; }
     pthread_mutex_init(&h->mu, NULL);
     store_options so;
@@ -158,9 +159,7 @@ void mmrag_close(mmrag *h) {
     retr_free(h->retr);
     store_close(h->st);
     embed_free(h->emb);
-    for (int i = 0; i < h->n_idle; i++) mmrag_session_free(h->idle[i]);
-    free(h->idle);
-    mmrag_engine_free(h->eng);
+    answer_llm_free(h->llm);
     vpe_free(h->vpe);
     embed_free(h->loc_emb);
     pthread_key_delete(h->key);
@@ -301,106 +300,69 @@ void mmrag_hits_free(mmrag_hit *hits, int32_t n) {
 }
 
 /* ---- ask -------------------------------------------------------------------------------- */
-static struct mmrag_session *session_get(mmrag *h, char *err, size_t errlen) {
-    pthread_mutex_lock(&h->mu);
-    if (!h->eng) {
-        if (access(h->llm, R_OK)) {
-            snprintf(err, errlen, "language model %.400s: %s", h->llm, strerror(errno));
-            pthread_mutex_unlock(&h->mu);
-            return NULL;
-        }
-        struct mmrag_engine_params p = mmrag_engine_default_params();
-        p.n_threads = h->o.threads;
-        p.n_ctx = 4096;
-        h->eng = mmrag_engine_init_from_file(h->llm, p, err, errlen);
-        if (!h->eng) { pthread_mutex_unlock(&h->mu); return NULL; }
+static int copy_citations(const answer_result *a, mmrag_hit **out) {
+    mmrag_hit *hs = calloc(a->n_cites ? (size_t)a->n_cites : 1, sizeof *hs);
+    if (!hs) return -1;
+    for (int32_t i = 0; i < a->n_cites; i++) {
+        const answer_evidence *e = &a->ev[a->cites[i]];
+        const retr_hit *r = &a->hits.hits[e->hit];
+        hs[i] = (mmrag_hit){r->chunk_id, r->doc, strdup(r->title ? r->title : ""), r->page,
+                            store_chunk_kind_name(r->kind),
+                            {e->box.x0, e->box.y0, e->box.x1, e->box.y1}, r->image_id,
+                            strdup(e->text), e->score};
     }
-    struct mmrag_session *s = h->n_idle ? h->idle[--h->n_idle] : NULL;
-    pthread_mutex_unlock(&h->mu);
-    return s ? s : mmrag_session_create(h->eng, err, errlen);
+    *out = hs;
+    return 0;
 }
 
-static void session_put(mmrag *h, struct mmrag_session *s) {
-    pthread_mutex_lock(&h->mu);
-    if (h->n_idle == h->cap_idle) {
-        int nc = h->cap_idle ? h->cap_idle * 2 : 4;
-        struct mmrag_session **ni = realloc(h->idle, (size_t)nc * sizeof *ni);
-        if (!ni) { pthread_mutex_unlock(&h->mu); mmrag_session_free(s); return; }
-        h->idle = ni;
-        h->cap_idle = nc;
+static int map_answer_rc(int rc) {
+    switch (rc) {
+    case ANSWER_ERR_ARG: case ANSWER_ERR_CONTEXT: return MMRAG_ERR_ARG;
+    case ANSWER_ERR_MODEL: return MMRAG_ERR_MODEL;
+    case ANSWER_ERR_NOMEM: return MMRAG_ERR_NOMEM;
+    case ANSWER_ABORTED: return MMRAG_ERR_CANCELLED;
+    default: return MMRAG_ERR_STORE;
     }
-    h->idle[h->n_idle++] = s;
-    pthread_mutex_unlock(&h->mu);
-}
-
-static char *evidence_prompt(const retr_result *res, const char *question) {
-    size_t cap = 8192 + strlen(question), len = 0;
-    char *p = malloc(cap);
-    if (!p) return NULL;
-    len += (size_t)snprintf(p, cap, "Evidence:\n");
-    for (int32_t i = 0; i < res->n && len + 1100 < cap - strlen(question) - 100; i++) {
-        const retr_hit *r = &res->hits[i];
-        int tl = r->text ? (int)strlen(r->text) : 0;
-        len += (size_t)snprintf(p + len, cap - len, "[%d] (%s, page %d) %.*s\n", i + 1,
-                                r->title ? r->title : "", r->page, tl > 900 ? 900 : tl,
-                                r->text ? r->text : "");
-    }
-    snprintf(p + len, cap - len, "\nQuestion: %s\nAnswer using the evidence and cite it as [n].",
-             question);
-    return p;
 }
 
 int mmrag_ask(mmrag *h, const char *question, const mmrag_ask_opts *o, mmrag_answer *out) {
     if (!h || !out) return MMRAG_ERR_ARG;
     clear_err(h);
     memset(out, 0, sizeof *out);
-    if (!question || !*question) return fail(h, MMRAG_ERR_ARG, "empty question");
     mmrag_ask_opts def = {0};
     if (!o) o = &def;
-    retr_result res;
-    memset(&res, 0, sizeof res);
-    int rc = run_search(h, question, o->k, NULL, 0, &res);
-    if (rc) return rc;
+    answer_request rq;
+    answer_request_default(&rq);
+    rq.question = question;
+    rq.mode = o->mode;
+    if (o->k > 0) rq.k = o->k;
+    if (o->max_tokens > 0) rq.max_tokens = o->max_tokens;
+    rq.temperature = o->temperature;
+    rq.seed = o->seed;
+    rq.json_mode = o->json_mode;
+    rq.show_unsupported = o->show_unsupported;
+    rq.on_text = o->on_token;
+    rq.user = o->user;
+    answer_result a;
     char err[512];
-    struct mmrag_session *s = session_get(h, err, sizeof err);
-    if (!s) { retr_result_free(&res); return fail(h, MMRAG_ERR_MODEL, "%s", err); }
-    char *user = evidence_prompt(&res, question);
-    const char *sys = "You are a helpful assistant. Answer briefly from the numbered evidence "
-                      "and cite sources as [n].";
-    int32_t need = user ? mmrag_engine_chat_prompt(h->eng, sys, user, NULL, 0) : 0;
-    if (need < 0) need = -need;
-    char *prompt = user ? malloc((size_t)need + 1) : NULL;
-    if (prompt) mmrag_engine_chat_prompt(h->eng, sys, user, prompt, (size_t)need + 1);
-    free(user);
-    if (!prompt) { session_put(h, s); retr_result_free(&res); return fail(h, MMRAG_ERR_NOMEM, "out of memory"); }
-    struct mmrag_gen_params g = mmrag_gen_default_params();
-    g.max_tokens = o->max_tokens > 0 ? o->max_tokens : 200;
-    g.sampling.temperature = o->temperature;
-    g.sampling.seed = o->seed;
-    g.json_mode = o->json_mode;
-    g.on_text = o->on_token;
-    g.user_data = o->user;
-    struct mmrag_gen_result gr;
-    memset(&gr, 0, sizeof gr);
-    int grc = mmrag_session_generate(s, prompt, &g, &gr);
-    free(prompt);
-    if (grc < 0) {
-        rc = fail(h, MMRAG_ERR_MODEL, "generation failed: %s", mmrag_session_errmsg(s));
-    } else if (copy_hits(&res, &out->citations)) {
-        rc = fail(h, MMRAG_ERR_NOMEM, "out of memory");
-    } else {
-        out->n_citations = res.n;
-        out->answer = strdup(gr.text ? gr.text : "");
-        out->stop_reason = mmrag_stop_reason_str(gr.stop_reason);
-        out->ttft_ms = gr.ttft_ms;
-        out->prompt_tokens = gr.n_prompt;
-        out->completion_tokens = gr.n_gen;
-        if (gr.stop_reason == MMRAG_STOP_ABORTED) rc = fail(h, MMRAG_ERR_CANCELLED, "stopped by the callback");
+    int rc = answer_run(h->retr, h->emb ? embed_textenc(h->emb) : NULL, h->llm, &rq, &a, err,
+                        sizeof err);
+    if (rc != ANSWER_OK) return fail(h, map_answer_rc(rc), "%s", err);
+    if (copy_citations(&a, &out->citations) || !(out->answer = strdup(a.text ? a.text : ""))) {
+        answer_result_free(&a);
+        mmrag_answer_free(out);
+        return fail(h, MMRAG_ERR_NOMEM, "out of memory");
     }
-    session_put(h, s);
-    mmrag_gen_result_free(&gr);
-    retr_result_free(&res);
-    return rc;
+    out->n_citations = a.n_cites;
+    out->stop_reason = a.mode_used == ANSWER_GENERATIVE ? mmrag_stop_reason_str(a.stop_reason)
+                                                        : "extractive";
+    out->ttft_ms = a.ttft_ms;
+    out->prompt_tokens = a.prompt_tokens;
+    out->completion_tokens = a.completion_tokens;
+    out->abstained = a.abstained;
+    out->mode_used = answer_mode_name(a.mode_used);
+    answer_result_free(&a);
+    return MMRAG_OK;
 }
 
 void mmrag_answer_free(mmrag_answer *a) {

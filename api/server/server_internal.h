@@ -25,6 +25,7 @@
 #include "engine/engine.h"
 #include "index/store.h"
 #include "retrieval/retrieval.h"
+#include "api/core/answer.h"
 
 /* ---- routes (also the metric label set) ------------------------------------------- */
 typedef enum {
@@ -199,13 +200,9 @@ void srv_query_free(srv_server *s);
 struct vpe *srv_query_vpe(srv_server *s, const char **why);
 /* The collection's retriever, created on first use; NULL with a message in err. */
 retriever *srv_query_retriever(srv_server *s, srv_coll *coll, char *err, size_t errlen);
-/* The language model, loaded on first use; NULL with the reason in err. */
-struct mmrag_engine *srv_query_engine(srv_server *s, char *err, size_t errlen);
-/* A generation session (waits while all --gen-slots are busy); NULL with a message in err.
- * Give it back with srv_query_session_release. */
-struct mmrag_session *srv_query_session_acquire(srv_server *s, struct mmrag_engine *e,
-                                                char *err, size_t errlen);
-void srv_query_session_release(srv_server *s, struct mmrag_session *ss);
+/* The answer core's language model (loaded by the first answer that needs it; bounded by
+ * --gen-slots sessions, later answers wait). */
+answer_llm *srv_query_llm(srv_server *s);
 /* Count stream producer threads up (+1) or down (-1): srv_query_free waits for none. */
 void srv_query_producers_add(srv_server *s, int delta);
 
@@ -226,6 +223,8 @@ enum MHD_Result srv_handle_chat(struct MHD_Connection *c, srv_req *r);
  * with a message in err. */
 int srv_search_run(srv_server *s, srv_coll *coll, const srv_search_req *sr, retr_result *res,
                    char *err, size_t errlen);
+/* The request's retrieval options (filters, weights, k) as retr_opts. */
+void srv_search_opts(const srv_search_req *sr, retr_opts *o);
 /* The hits as a JSON array; numbered hits carry "n" = their [n] in the answer. */
 json_t *srv_hits_json(const retr_result *res, int numbered);
 
@@ -244,13 +243,15 @@ typedef struct srv_gen_job {
     double temperature, top_p;
     int64_t seed;
     int json_mode;
+    int32_t mode;              /* answer_mode */
+    int show_unsupported;
     char model_name[64];
     char id[48];
     int64_t created;
     /* results */
-    retr_result res;
-    struct mmrag_gen_result gen;
-    double retrieval_ms, t_start, t_last;
+    answer_request rq;
+    answer_result a;
+    double t_start, t_last;
     int n_pieces;
     /* stream buffer */
     pthread_mutex_t mu;

@@ -1,11 +1,11 @@
 /* api/server/server_models.c — the models the query routes share: the text encoder and the
  * region localizer over it (also used by /v1/locate in server_locate.c), one retriever per
- * collection, and the language model with its bounded pool of generation sessions.
+ * collection, and the answer core's language model (api/core/answer.h).
  *
  * Search goes through retrieval/ (HNSW text + LSH image + BM25, fused) with one shared
  * retriever per collection (its own store handle). Without a text encoder the retriever
- * runs BM25 only. The language model is loaded on first use; each generation borrows one
- * of --gen-slots sessions and waits when all are busy. */
+ * runs BM25 only. The language model is loaded by the first answer that needs it; each
+ * generation borrows one of --gen-slots sessions and waits when all are busy. */
 #include "api/server/server_internal.h"
 #include "api/core/embed.h"
 #include "engine/engine.h"
@@ -33,13 +33,8 @@ typedef struct {
     pthread_mutex_t mu;            /* retrievers list, engine load, sessions */
     pthread_cond_t cv;
     coll_retr *retrs;
-    struct mmrag_engine *eng;
-    int eng_tried;
-    char eng_err[512];
-    struct mmrag_session **sess;   /* idle sessions */
-    int n_sess, n_sess_made;
+    answer_llm *llm;               /* the answer core's model and session pool */
     int producers;                 /* running stream threads */
-    char model_path[4096];
 } qstate;
 
 struct embed_ctx *srv_query_embedder(srv_server *s) { return ((qstate *)s->query)->emb; }
@@ -60,13 +55,19 @@ int srv_query_init(srv_server *s, char *err, size_t errlen) {
     else if (vpe_create(embed_textenc(q->emb), NULL, &q->vpe, q->emb_err, sizeof q->emb_err))
         fprintf(stderr, "mmrag serve: %s: /v1/locate is unavailable\n", q->emb_err);
     const char *m = s->cfg.models ? s->cfg.models : getenv("MMRAG_MODELS");
-    snprintf(q->model_path, sizeof q->model_path, "%s/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-             m && *m ? m : "models");
-    const char *mp = getenv("MMRAG_LLM");
-    if (mp && *mp) snprintf(q->model_path, sizeof q->model_path, "%s", mp);
+    char path[4200];
     if (s->cfg.gen_slots <= 0) s->cfg.gen_slots = 1;
-    q->sess = calloc((size_t)s->cfg.gen_slots, sizeof *q->sess);
-    if (!q->sess) { free(q); snprintf(err, errlen, "out of memory"); return -1; }
+    answer_llm_params lp;
+    answer_llm_params_default(&lp);
+    lp.path = answer_llm_path(NULL, m && *m ? m : "models", path, sizeof path);
+    lp.n_threads = s->cfg.gen_threads;
+    lp.max_sessions = s->cfg.gen_slots;
+    if (answer_llm_create(&lp, &q->llm, err, errlen)) {
+        vpe_free(q->vpe);
+        embed_free(q->emb);
+        free(q);
+        return -1;
+    }
     s->query = q;
     return 0;
 }
@@ -83,9 +84,7 @@ void srv_query_free(srv_server *s) {
         store_close(c->st);
         free(c);
     }
-    for (int i = 0; i < q->n_sess; i++) mmrag_session_free(q->sess[i]);
-    free(q->sess);
-    mmrag_engine_free(q->eng);
+    answer_llm_free(q->llm);
     vpe_free(q->vpe);
     embed_free(q->emb);
     pthread_mutex_destroy(&q->mu);
@@ -133,57 +132,5 @@ void srv_query_producers_add(srv_server *s, int delta) {
     pthread_mutex_unlock(&q->mu);
 }
 
-/* ---- the language model and its sessions ---------------------------------------------- */
-struct mmrag_engine *srv_query_engine(srv_server *s, char *err, size_t errlen) {
-    qstate *q = s->query;
-    pthread_mutex_lock(&q->mu);
-    if (!q->eng && !q->eng_tried) {
-        q->eng_tried = 1;
-        if (access(q->model_path, R_OK)) {
-            snprintf(q->eng_err, sizeof q->eng_err, "language model %.300s: %.100s", q->model_path,
-                     strerror(errno));
-        } else {
-            struct mmrag_engine_params p = mmrag_engine_default_params();
-            p.n_threads = s->cfg.gen_threads;
-            p.n_ctx = 4096;
-            q->eng = mmrag_engine_init_from_file(q->model_path, p, q->eng_err, sizeof q->eng_err);
-        }
-    }
-    struct mmrag_engine *e = q->eng;
-    if (!e) snprintf(err, errlen, "%s", q->eng_err);
-    pthread_mutex_unlock(&q->mu);
-    return e;
-}
-
-struct mmrag_session *srv_query_session_acquire(srv_server *s, struct mmrag_engine *e,
-                                                char *err, size_t errlen) {
-    qstate *q = s->query;
-    pthread_mutex_lock(&q->mu);
-    for (;;) {
-        if (q->n_sess > 0) {
-            struct mmrag_session *ss = q->sess[--q->n_sess];
-            pthread_mutex_unlock(&q->mu);
-            return ss;
-        }
-        if (q->n_sess_made < s->cfg.gen_slots) break;
-        pthread_cond_wait(&q->cv, &q->mu);
-    }
-    q->n_sess_made++;
-    pthread_mutex_unlock(&q->mu);
-    struct mmrag_session *ss = mmrag_session_create(e, err, errlen);
-    if (!ss) {
-        pthread_mutex_lock(&q->mu);
-        q->n_sess_made--;
-        pthread_cond_broadcast(&q->cv);
-        pthread_mutex_unlock(&q->mu);
-    }
-    return ss;
-}
-
-void srv_query_session_release(srv_server *s, struct mmrag_session *ss) {
-    qstate *q = s->query;
-    pthread_mutex_lock(&q->mu);
-    q->sess[q->n_sess++] = ss;
-    pthread_cond_broadcast(&q->cv);
-    pthread_mutex_unlock(&q->mu);
-}
+/* ---- the language model ---------------------------------------------------------------- */
+answer_llm *srv_query_llm(srv_server *s) { return ((qstate *)s->query)->llm; }

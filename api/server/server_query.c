@@ -4,6 +4,7 @@
 #include "api/server/server_internal.h"
 #include "index/store.h"
 #include "retrieval/retrieval.h"
+#include "api/core/answer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,45 +52,30 @@ static int parse_search_opts(json_t *o, srv_search_req *sr, char *msg, size_t ml
     return 0;
 }
 
+void srv_search_opts(const srv_search_req *sr, retr_opts *o) {
+    retr_opts_default(o);
+    o->k = (int32_t)sr->k;
+    o->docs = sr->n_docs ? sr->docs : NULL;
+    o->n_docs = sr->n_docs;
+    o->page_min = (int32_t)sr->page_min;
+    o->page_max = (int32_t)sr->page_max;
+    o->kind = sr->kind;
+    for (int i = 0; i < RETR_NSRC; i++) o->weight[i] = (float)sr->weight[i];
+}
+
 int srv_search_run(srv_server *s, srv_coll *coll, const srv_search_req *sr, retr_result *res,
                    char *err, size_t errlen) {
     memset(res, 0, sizeof *res);
     retriever *r = srv_query_retriever(s, coll, err, errlen);
     if (!r) return -1;
     retr_opts o;
-    retr_opts_default(&o);
-    o.k = (int32_t)sr->k;
-    o.docs = sr->n_docs ? sr->docs : NULL;
-    o.n_docs = sr->n_docs;
-    o.page_min = (int32_t)sr->page_min;
-    o.page_max = (int32_t)sr->page_max;
-    o.kind = sr->kind;
-    for (int i = 0; i < RETR_NSRC; i++) o.weight[i] = (float)sr->weight[i];
+    srv_search_opts(sr, &o);
     return retr_search(r, sr->query, &o, res, err, errlen);
-}
-
-static json_t *hit_json(const retr_hit *h, int n) {
-    static const char *const src[RETR_NSRC] = {"text", "image", "bm25"};
-    json_t *scores = json_object(), *ranks = json_object();
-    for (int i = 0; i < RETR_NSRC; i++) {
-        if (!h->rank[i]) continue;
-        json_object_set_new(scores, src[i], json_real(h->score[i]));
-        json_object_set_new(ranks, src[i], json_integer(h->rank[i]));
-    }
-    json_t *o = json_pack("{s:I,s:I,s:s,s:i,s:s,s:o,s:I,s:s,s:s,s:o,s:o,s:f}", "chunk_id",
-                          (json_int_t)h->chunk_id, "document_id", (json_int_t)h->doc, "title",
-                          h->title ? h->title : "", "page", h->page, "kind",
-                          store_chunk_kind_name(h->kind), "box", srv_box_json(&h->box), "image_id",
-                          (json_int_t)h->image_id, "text", h->text ? h->text : "", "snippet",
-                          h->snippet ? h->snippet : "", "scores", scores, "ranks", ranks, "fused",
-                          h->fused);
-    if (o && n > 0) json_object_set_new(o, "n", json_integer(n));
-    return o;
 }
 
 json_t *srv_hits_json(const retr_result *res, int numbered) {
     json_t *a = json_array();
-    for (int32_t i = 0; i < res->n; i++) json_array_append_new(a, hit_json(&res->hits[i], numbered ? i + 1 : 0));
+    for (int32_t i = 0; i < res->n; i++) json_array_append_new(a, answer_hit_json(&res->hits[i], numbered ? i + 1 : 0));
     return a;
 }
 
@@ -120,11 +106,26 @@ enum MHD_Result srv_handle_search(struct MHD_Connection *c, srv_req *r) {
 }
 
 /* ---- ask and chat --------------------------------------------------------------------- */
+/* "mode" and "show_unsupported" (also inside a chat request's "mmrag" object). */
+static int parse_gen_opts_mode(json_t *o, srv_gen_job *g, char *msg, size_t ml) {
+    json_t *mode = json_object_get(o, "mode");
+    if (mode && !json_is_null(mode) &&
+        (!json_is_string(mode) || answer_mode_parse(json_string_value(mode), &g->mode))) {
+        snprintf(msg, ml, "\"mode\" must be \"auto\", \"extractive\" or \"generative\"");
+        return -1;
+    }
+    return srv_json_bool(o, "show_unsupported", &g->show_unsupported, msg, ml);
+}
+
 static int parse_gen_opts(json_t *o, srv_gen_job *g, char *msg, size_t ml) {
-    g->max_tokens = 200;
-    g->temperature = 0;
-    g->top_p = 1;
-    if (srv_json_int(o, "max_tokens", 1, 2048, &g->max_tokens, msg, ml) ||
+    answer_request d;
+    answer_request_default(&d);   /* the core's defaults, as in `mmrag ask` and mmrag_ask() */
+    g->max_tokens = d.max_tokens;
+    g->temperature = d.temperature;
+    g->top_p = d.top_p;
+    g->mode = d.mode;
+    if (parse_gen_opts_mode(o, g, msg, ml) ||
+        srv_json_int(o, "max_tokens", 1, 2048, &g->max_tokens, msg, ml) ||
         srv_json_num(o, "temperature", 0, 2, &g->temperature, msg, ml) ||
         srv_json_num(o, "top_p", 0.01, 1, &g->top_p, msg, ml) ||
         srv_json_int(o, "seed", 0, (int64_t)1 << 53, &g->seed, msg, ml) ||
@@ -151,6 +152,9 @@ enum MHD_Result srv_handle_ask(struct MHD_Connection *c, srv_req *r) {
     if (!g) { json_decref(body); return MHD_NO; }
     char msg[256];
     const char *q = NULL;
+    answer_request d;
+    answer_request_default(&d);
+    g->sr.k = d.k;
     if (srv_json_text(body, "question", &q, msg, sizeof msg) ||
         parse_search_opts(body, &g->sr, msg, sizeof msg) || parse_gen_opts(body, g, msg, sizeof msg)) {
         json_decref(body);
@@ -220,6 +224,8 @@ enum MHD_Result srv_handle_chat(struct MHD_Connection *c, srv_req *r) {
     if (!g) { json_decref(body); return MHD_NO; }
     g->chat = 1;
     char msg[256];
+    answer_request d;
+    answer_request_default(&d);
     json_t *model = json_object_get(body, "model");
     if (model && !json_is_string(model) && !json_is_null(model)) {
         snprintf(msg, sizeof msg, "\"model\" must be a string");
@@ -233,9 +239,10 @@ enum MHD_Result srv_handle_chat(struct MHD_Connection *c, srv_req *r) {
     json_t *mm = json_object_get(body, "mmrag");   /* retrieval options, our extension */
     if (mm && !json_is_null(mm)) {
         if (!json_is_object(mm)) { snprintf(msg, sizeof msg, "\"mmrag\" must be an object"); goto bad; }
-        if (parse_search_opts(mm, &g->sr, msg, sizeof msg)) goto bad;
+        g->sr.k = d.k;
+        if (parse_search_opts(mm, &g->sr, msg, sizeof msg) || parse_gen_opts_mode(mm, g, msg, sizeof msg)) goto bad;
     } else {
-        g->sr.k = 5;
+        g->sr.k = d.k;
         g->sr.kind = -1;
         for (int i = 0; i < RETR_NSRC; i++) g->sr.weight[i] = -1;
     }

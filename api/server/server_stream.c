@@ -1,5 +1,6 @@
 /* api/server/server_stream.c — one generation job for /v1/ask and /v1/chat/completions:
- * retrieval, the numbered-evidence prompt and the engine, answered whole or streamed.
+ * the answer core (api/core/answer.h) with the request's settings, answered whole or
+ * streamed (checked sentences as they complete).
  *
  * A streamed answer is produced by its own thread, which queues server-sent events
  * (event: token / citations / done, or OpenAI chunks ending in data: [DONE]); the HTTP
@@ -8,6 +9,7 @@
 #include "api/server/server_internal.h"
 #include "engine/engine.h"
 #include "retrieval/retrieval.h"
+#include "api/core/embed.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,8 +22,7 @@ static void gen_job_unref(srv_gen_job *g) {
     int left = --g->refs;
     pthread_mutex_unlock(&g->mu);
     if (left) return;
-    retr_result_free(&g->res);
-    mmrag_gen_result_free(&g->gen);
+    answer_result_free(&g->a);
     free(g->question);
     free(g->system);
     free(g->history);
@@ -81,114 +82,81 @@ static int on_piece(void *user, const char *piece, size_t len) {
     return stop;
 }
 
-/* Evidence block, numbered like the citations; bounded so the prompt stays small. */
-static char *build_user_prompt(srv_gen_job *g) {
-    size_t cap = 16384, len = 0;
-    char *p = malloc(cap);
-    if (!p) return NULL;
-    len += (size_t)snprintf(p + len, cap - len, "Evidence:\n");
-    for (int32_t i = 0; i < g->res.n && len + 1200 < cap - 6000; i++) {
-        const retr_hit *h = &g->res.hits[i];
-        int tl = h->text ? (int)strlen(h->text) : 0;
-        if (tl > 900) tl = 900;
-        len += (size_t)snprintf(p + len, cap - len, "[%d] (%s, page %d) %.*s\n", i + 1,
-                                h->title ? h->title : "", h->page, tl, h->text ? h->text : "");
-    }
-    if (g->history) {
-        int hl = (int)strlen(g->history);
-        if (hl > 2000) hl = 2000;
-        len += (size_t)snprintf(p + len, cap - len, "\nConversation so far:\n%.*s\n", hl, g->history);
-    }
-    snprintf(p + len, cap - len, "\nQuestion: %s\nAnswer using the evidence and cite it as [n].",
-             g->question);
-    return p;
-}
-
 static const char *finish_reason(int32_t stop, int chat) {
     if (stop == MMRAG_STOP_MAX_TOKENS) return "length";
     if (chat) return "stop";
     return mmrag_stop_reason_str(stop);
 }
 
-static json_t *citations_json(srv_gen_job *g) { return srv_hits_json(&g->res, 1); }
+static json_t *citations_json(srv_gen_job *g) { return answer_citations_json(&g->a); }
 
+/* "Sources:" lines for chat clients that show only the content. */
 static json_t *sources_text(srv_gen_job *g) {
     char buf[4096];
     size_t len = 0;
-    if (g->res.n) len += (size_t)snprintf(buf, sizeof buf, "\n\nSources:");
-    for (int32_t i = 0; i < g->res.n && len < sizeof buf - 200; i++) {
-        const retr_hit *h = &g->res.hits[i];
+    const answer_result *a = &g->a;
+    if (a->n_cites) len += (size_t)snprintf(buf, sizeof buf, "\n\nSources:");
+    for (int32_t i = 0; i < a->n_cites && len < sizeof buf - 200; i++) {
+        const answer_evidence *e = &a->ev[a->cites[i]];
+        const retr_hit *h = &a->hits.hits[e->hit];
         len += (size_t)snprintf(buf + len, sizeof buf - len,
                                 "\n[%d] %s, page %d, box [%.3f, %.3f, %.3f, %.3f]", i + 1,
-                                h->title ? h->title : "", h->page, h->box.x0, h->box.y0,
-                                h->box.x1, h->box.y1);
+                                h->title ? h->title : "", h->page, e->box.x0, e->box.y0,
+                                e->box.x1, e->box.y1);
     }
     buf[len < sizeof buf ? len : sizeof buf - 1] = 0;
     return json_string(buf);
 }
 
-/* Retrieval + generation. Returns 0, or -1 with g->err and g->status. */
+static int status_of(int rc) {
+    switch (rc) {
+    case ANSWER_ERR_ARG: case ANSWER_ERR_CONTEXT: return 400;
+    case ANSWER_ERR_MODEL: return 503;
+    default: return 500;
+    }
+}
+
+/* The answer core with this request's settings. Returns 0, or -1 with g->err and
+ * g->status. */
 static int gen_run(srv_gen_job *g) {
     char err[512];
     g->t_start = srv_now();
-    g->sr.query = g->question;
-    if (srv_search_run(g->s, g->coll, &g->sr, &g->res, err, sizeof err)) {
+    retriever *r = srv_query_retriever(g->s, g->coll, err, sizeof err);
+    if (!r) {
         snprintf(g->err, sizeof g->err, "retrieval failed: %.400s", err);
         g->status = 500;
         return -1;
     }
-    g->retrieval_ms = (srv_now() - g->t_start) * 1e3;
-    struct mmrag_engine *e = srv_query_engine(g->s, err, sizeof err);
-    if (!e) {
-        snprintf(g->err, sizeof g->err, "generation unavailable: %.400s", err);
-        g->status = 503;
+    answer_request *rq = &g->rq;
+    answer_request_default(rq);
+    rq->question = g->question;
+    rq->mode = g->mode;
+    rq->k = (int32_t)g->sr.k;
+    rq->max_tokens = (int32_t)g->max_tokens;
+    rq->temperature = (float)g->temperature;
+    rq->top_p = (float)g->top_p;
+    rq->seed = (uint64_t)g->seed;
+    rq->json_mode = g->json_mode;
+    rq->show_unsupported = g->show_unsupported;
+    rq->system = g->system;
+    rq->history = g->history;
+    srv_search_opts(&g->sr, &rq->retrieval);
+    rq->on_text = on_piece;
+    rq->user = g;
+    struct embed_ctx *emb = srv_query_embedder(g->s);
+    int rc = answer_run(r, emb ? embed_textenc(emb) : NULL, srv_query_llm(g->s), rq, &g->a, err,
+                        sizeof err);
+    if (rc != ANSWER_OK) {
+        snprintf(g->err, sizeof g->err, "%.500s", err);
+        g->status = status_of(rc);
         return -1;
     }
-    char *user = build_user_prompt(g);
-    char sys[1024];
-    snprintf(sys, sizeof sys, "You are a helpful assistant. Answer briefly from the numbered "
-             "evidence and cite sources as [n].%s%s", g->system ? " " : "", g->system ? g->system : "");
-    int32_t need = user ? mmrag_engine_chat_prompt(e, sys, user, NULL, 0) : 0;
-    if (need < 0) need = -need;
-    char *prompt = user ? malloc((size_t)need + 1) : NULL;
-    if (!prompt || mmrag_engine_chat_prompt(e, sys, user, prompt, (size_t)need + 1) < 0) {
-        free(user);
-        free(prompt);
-        snprintf(g->err, sizeof g->err, "out of memory building the prompt");
-        g->status = 500;
-        return -1;
-    }
-    free(user);
-    struct mmrag_session *ss = srv_query_session_acquire(g->s, e, err, sizeof err);
-    if (!ss) {
-        free(prompt);
-        snprintf(g->err, sizeof g->err, "cannot create a generation session: %.400s", err);
-        g->status = 503;
-        return -1;
-    }
-    struct mmrag_gen_params p = mmrag_gen_default_params();
-    p.max_tokens = (int32_t)g->max_tokens;
-    p.sampling.temperature = (float)g->temperature;
-    p.sampling.top_p = (float)g->top_p;
-    p.sampling.seed = (uint64_t)g->seed;
-    p.json_mode = g->json_mode;
-    p.on_text = on_piece;
-    p.user_data = g;
-    g->t_start = srv_now();
-    int rc = mmrag_session_generate(ss, prompt, &p, &g->gen);
-    if (rc < 0) {
-        snprintf(g->err, sizeof g->err, "generation failed: %.400s", mmrag_session_errmsg(ss));
-        g->status = rc == MMRAG_ENGINE_CONTEXT_FULL ? 400 : 500;
-    }
-    srv_query_session_release(g->s, ss);
-    free(prompt);
-    return rc < 0 ? -1 : 0;
+    return 0;
 }
 
-static json_t *timings_json(srv_gen_job *g) {
-    return json_pack("{s:f,s:f,s:f,s:f,s:i,s:i}", "retrieval_ms", g->retrieval_ms, "ttft_ms",
-                     g->gen.ttft_ms, "prompt_ms", g->gen.prompt_ms, "decode_ms", g->gen.decode_ms,
-                     "prompt_tokens", g->gen.n_prompt, "completion_tokens", g->gen.n_gen);
+static const char *stop_name(srv_gen_job *g) {
+    return g->a.mode_used == ANSWER_GENERATIVE ? mmrag_stop_reason_str(g->a.stop_reason)
+                                               : "extractive";
 }
 
 static void *producer_main(void *arg) {
@@ -202,14 +170,17 @@ static void *producer_main(void *arg) {
         sse_push(g, g->chat ? NULL : "error", e);
     } else if (g->chat) {
         sse_push(g, NULL, chat_chunk(g, json_pack("{s:o}", "content", sources_text(g)), NULL));
-        json_t *fin = chat_chunk(g, json_object(), finish_reason(g->gen.stop_reason, 1));
+        json_t *fin = chat_chunk(g, json_object(), finish_reason(g->a.stop_reason, 1));
         if (fin) json_object_set_new(fin, "citations", citations_json(g));
+        if (fin) json_object_set_new(fin, "abstained", json_boolean(g->a.abstained));
         sse_push(g, NULL, fin);
     } else {
         sse_push(g, "citations", json_pack("{s:o}", "citations", citations_json(g)));
-        sse_push(g, "done", json_pack("{s:s,s:o}", "stop_reason",
-                                      mmrag_stop_reason_str(g->gen.stop_reason), "timings",
-                                      timings_json(g)));
+        json_t *all = answer_json(&g->a, &g->rq);   /* the same object as a non-stream reply */
+        json_t *t = json_object_get(all, "timings");
+        sse_push(g, "done", json_pack("{s:s,s:b,s:s,s:O*,s:o}", "stop_reason", stop_name(g),
+                                      "abstained", g->a.abstained, "mode_used",
+                                      answer_mode_name(g->a.mode_used), "timings", t, "answer", all));
     }
     if (g->chat) sse_push(g, NULL, NULL);   /* data: [DONE] */
     pthread_mutex_lock(&g->mu);
@@ -283,33 +254,30 @@ enum MHD_Result srv_gen_start(struct MHD_Connection *c, srv_req *r, srv_gen_job 
             ret = srv_reply_error(c, r, g->status, g->status == 503 ? "unavailable" : "generation_failed",
                                   "%s", g->err);
         } else if (g->chat) {
-            char *content = NULL;
+            const answer_result *a = &g->a;
             json_t *src = sources_text(g);
-            size_t al = strlen(g->gen.text ? g->gen.text : "");
+            size_t al = strlen(a->text ? a->text : "");
             const char *st = json_string_value(src);
-            content = malloc(al + strlen(st) + 1);
+            char *content = malloc(al + strlen(st) + 1);
             if (content) {
-                memcpy(content, g->gen.text ? g->gen.text : "", al);
+                memcpy(content, a->text ? a->text : "", al);
                 strcpy(content + al, st);
             }
             json_decref(src);
-            json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:{s:s,s:s},s:s}],s:{s:i,s:i,s:i},s:o}",
+            json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:{s:s,s:s},s:s}],s:{s:i,s:i,s:i},s:o,s:b}",
                                   "id", g->id, "object", "chat.completion", "created",
                                   (json_int_t)g->created, "model", g->model_name, "choices", "index",
                                   0, "message", "role", "assistant", "content",
                                   content ? content : "", "finish_reason",
-                                  finish_reason(g->gen.stop_reason, 1), "usage", "prompt_tokens",
-                                  g->gen.n_prompt, "completion_tokens", g->gen.n_gen,
-                                  "total_tokens", g->gen.n_prompt + g->gen.n_gen, "citations",
-                                  citations_json(g));
+                                  finish_reason(a->stop_reason, 1), "usage", "prompt_tokens",
+                                  a->prompt_tokens, "completion_tokens", a->completion_tokens,
+                                  "total_tokens", a->prompt_tokens + a->completion_tokens,
+                                  "citations", citations_json(g), "abstained", a->abstained);
             free(content);
             ret = o ? srv_reply_json(c, r, 200, o)
                     : srv_reply_error(c, r, 500, "internal", "could not encode the answer");
         } else {
-            json_t *o = json_pack("{s:s,s:o,s:s,s:o}", "answer", g->gen.text ? g->gen.text : "",
-                                  "citations", citations_json(g), "stop_reason",
-                                  mmrag_stop_reason_str(g->gen.stop_reason), "timings",
-                                  timings_json(g));
+            json_t *o = answer_json(&g->a, &g->rq);
             ret = o ? srv_reply_json(c, r, 200, o)
                     : srv_reply_error(c, r, 500, "internal", "could not encode the answer");
         }

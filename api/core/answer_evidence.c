@@ -1,0 +1,202 @@
+/* api/core/answer_evidence — retrieved chunks -> evidence sentences with their own boxes,
+ * scored against the question.
+ *
+ * Design notes:
+ * 1. A sentence's box is the union of the line boxes its bytes fall on (ingest keeps line
+ *    boxes per chunk). A chunk stored before line boxes existed has none: its sentences
+ *    carry the chunk's box and box_is_line = 0, and the JSON says "box_source": "chunk"
+ *    until the document is indexed again.
+ * 2. Overlapping chunks repeat sentences: a repeat is dropped (the higher-ranked hit keeps
+ *    it).
+ * 3. score = 0.7 * cosine(question, sentence) + 0.2 * share of the question's content
+ *    words in the sentence + 0.1 * the same over the sentence and its neighbours (a
+ *    definition often names the term one sentence earlier). Without a text encoder the
+ *    cosine term is 0 and the lexical terms decide. */
+#include "api/core/answer_internal.h"
+#include "vision/textenc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EV_MAX_PER_HIT 64
+#define EV_JOIN_MAX 400     /* bytes: joining stops past this */
+#define EV_SHORT_WORDS 4    /* headings and labels: informative only with more words */
+
+typedef struct {
+    answer_evidence *ev;
+    int32_t n, cap;
+} ev_list;
+
+static int ev_push(ev_list *l, answer_evidence e) {
+    if (l->n == l->cap) {
+        int32_t nc = l->cap ? l->cap * 2 : 64;
+        answer_evidence *ne = realloc(l->ev, (size_t)nc * sizeof *ne);
+        if (!ne) return -1;
+        l->ev = ne;
+        l->cap = nc;
+    }
+    l->ev[l->n++] = e;
+    return 0;
+}
+
+static int ev_seen(const ev_list *l, const char *t, size_t n) {
+    for (int32_t i = 0; i < l->n; i++)
+        if (strlen(l->ev[i].text) == n && !memcmp(l->ev[i].text, t, n)) return 1;
+    return 0;
+}
+
+/* Union of the boxes of the lines that overlap [off, off+len); 0 when none does. */
+static int span_box(const store_line *lines, int32_t nl, uint32_t off, uint32_t len,
+                    store_box *out) {
+    int any = 0;
+    for (int32_t i = 0; i < nl; i++) {
+        const store_line *L = &lines[i];
+        if (L->off >= off + len || L->off + L->len <= off) continue;
+        if (!any) *out = L->box;
+        else {
+            if (L->box.x0 < out->x0) out->x0 = L->box.x0;
+            if (L->box.y0 < out->y0) out->y0 = L->box.y0;
+            if (L->box.x1 > out->x1) out->x1 = L->box.x1;
+            if (L->box.y1 > out->y1) out->y1 = L->box.y1;
+        }
+        any = 1;
+    }
+    return any;
+}
+
+/* Lexical score of sentence j of a hit: the question's words in it, and in it with its
+ * neighbours. */
+static void lexical(const char *qw, int32_t nq, const char *text, const ground_span *s,
+                    int32_t ns, int32_t j, float *self, float *ctx) {
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%.*s", (int)s[j].len, text + s[j].off);
+    *self = ground_coverage(qw, nq, buf);
+    uint32_t b = s[j > 0 ? j - 1 : j].off, e = s[j + 1 < ns ? j + 1 : j].off + s[j + 1 < ns ? j + 1 : j].len;
+    snprintf(buf, sizeof buf, "%.*s", (int)(e - b), text + b);
+    *ctx = ground_coverage(qw, nq, buf);
+}
+
+/* Words in a span (runs of non-space). */
+static int32_t n_words(const char *t, ground_span s) {
+    int32_t n = 0;
+    for (uint32_t i = 0; i < s.len; i++)
+        n += t[s.off + i] != ' ' && (i == 0 || t[s.off + i - 1] == ' ');
+    return n;
+}
+
+/* Manuals introduce an example and give it on the next line ("To scale the y axis:" /
+ * "set logscale y"): a sentence ending in ':' or followed by a short line with no final
+ * period (a command, a value) is joined with that line, so a quote carries the example. */
+static int32_t join_examples(const char *t, ground_span *s, int32_t n) {
+    int32_t o = 0;
+    for (int32_t i = 0; i < n; i++) {
+        ground_span cur = s[i];
+        while (i + 1 < n && cur.len < EV_JOIN_MAX) {
+            ground_span nx = s[i + 1];
+            char last = t[cur.off + cur.len - 1], nlast = t[nx.off + nx.len - 1];
+            if (last != ':' && !(n_words(t, nx) <= 8 && nlast != '.' && nlast != ':' &&
+                                 n_words(t, cur) > 3))
+                break;
+            cur.len = nx.off + nx.len - cur.off;
+            i++;
+        }
+        s[o++] = cur;
+    }
+    return o;
+}
+
+static int add_hit(store *st, const retr_hit *h, int32_t hi, const char *qw, int32_t nq,
+                   ev_list *l, float *lex) {
+    if (!h->chunk_id || !h->text || !*h->text) return 0;
+    store_line *lines = NULL;
+    int32_t nl = 0;
+    if (store_chunk_lines(st, h->chunk_id, &lines, &nl) != STORE_OK) nl = 0;
+    ground_span s[EV_MAX_PER_HIT];
+    int32_t ns = join_examples(h->text, s, ground_split(h->text, s, EV_MAX_PER_HIT));
+    int rc = 0;
+    for (int32_t j = 0; j < ns && !rc; j++) {
+        const char *t = h->text + s[j].off;
+        if (ev_seen(l, t, s[j].len)) continue;
+        answer_evidence e = {.hit = hi, .box = h->box};
+        e.box_is_line = nl > 0 && span_box(lines, nl, s[j].off, s[j].len, &e.box);
+        if (!(e.text = strndup(t, s[j].len))) { rc = -1; break; }
+        for (char *c = e.text; *c; c++)   /* one line per sentence: joined examples too */
+            if (*c == '\n') *c = ' ';
+        float self, ctx;
+        lexical(qw, nq, h->text, s, ns, j, &self, &ctx);
+        lex[2 * l->n] = self;
+        lex[2 * l->n + 1] = ctx;
+        if (ev_push(l, e)) { free(e.text); rc = -1; }
+    }
+    free(lines);
+    return rc;
+}
+
+static int by_score(const void *a, const void *b) {
+    float x = ((const answer_evidence *)a)->score, y = ((const answer_evidence *)b)->score;
+    if (x != y) return x < y ? 1 : -1;
+    const answer_evidence *p = a, *q = b;   /* ties: rank of the hit, then the text */
+    if (p->hit != q->hit) return p->hit < q->hit ? -1 : 1;
+    return strcmp(p->text, q->text);
+}
+
+/* Cosine of each sentence with the question into cos[n] (unit vectors: a dot product). */
+static int cosines(void *te, const char *question, const answer_evidence *ev, int32_t n,
+                   float *cos, char *err, size_t errlen) {
+    int32_t d = textenc_dim(te);
+    const char **texts = malloc((size_t)(n + 1) * sizeof *texts);
+    float *v = malloc((size_t)(n + 1) * (size_t)d * sizeof *v);
+    int rc = -1;
+    if (!texts || !v) { snprintf(err, errlen, "out of memory"); goto out; }
+    texts[0] = question;
+    for (int32_t i = 0; i < n; i++) texts[i + 1] = ev[i].text;
+    if (textenc_embed(te, texts, n + 1, v, err, errlen)) goto out;
+    for (int32_t i = 0; i < n; i++) {
+        double dot = 0;
+        for (int32_t k = 0; k < d; k++) dot += (double)v[k] * v[(size_t)(i + 1) * d + k];
+        cos[i] = (float)dot;
+    }
+    rc = 0;
+out:
+    free(texts);
+    free(v);
+    return rc;
+}
+
+int answer_evidence_collect(retriever *r, void *te, const char *question, answer_result *a,
+                            char *err, size_t errlen) {
+    int32_t nq = 0;
+    char *qw = ground_words(question, &nq, NULL);
+    float *lex = malloc((size_t)(a->hits.n + 1) * EV_MAX_PER_HIT * 2 * sizeof *lex);
+    ev_list l = {0};
+    int rc = -1;
+    if (!qw || !lex) { snprintf(err, errlen, "out of memory"); goto out; }
+    store *st = retr_store(r);
+    for (int32_t i = 0; i < a->hits.n; i++)
+        if (add_hit(st, &a->hits.hits[i], i, qw, nq, &l, lex)) {
+            snprintf(err, errlen, "out of memory");
+            goto out;
+        }
+    float *cos = calloc((size_t)(l.n + 1), sizeof *cos);
+    if (!cos) { snprintf(err, errlen, "out of memory"); goto out; }
+    if (te && l.n && cosines(te, question, l.ev, l.n, cos, err, errlen)) { free(cos); goto out; }
+    for (int32_t i = 0; i < l.n; i++) {
+        l.ev[i].score = te ? 0.7f * cos[i] + 0.2f * lex[2 * i] + 0.1f * lex[2 * i + 1]
+                           : 0.7f * lex[2 * i] + 0.3f * lex[2 * i + 1];
+        ground_span all = {0, (uint32_t)strlen(l.ev[i].text)};
+        if (n_words(l.ev[i].text, all) < EV_SHORT_WORDS) l.ev[i].score -= 0.1f;
+    }
+    free(cos);
+    qsort(l.ev, (size_t)l.n, sizeof *l.ev, by_score);
+    a->ev = l.ev;
+    a->n_ev = l.n;
+    l.ev = NULL;
+    rc = 0;
+out:
+    for (int32_t i = 0; l.ev && i < l.n; i++) free(l.ev[i].text);
+    free(l.ev);
+    free(lex);
+    free(qw);
+    return rc;
+}

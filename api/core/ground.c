@@ -1,0 +1,340 @@
+/* api/core/ground — sentences, exact tokens and the support check of grounded answers.
+ *
+ * Design notes:
+ * 1. Everything is byte-level over UTF-8: bytes >= 0x80 count as letters, so words in
+ *    other scripts stay whole and are compared exactly (no case folding outside ASCII).
+ * 2. A "word" is a run of letters, digits and the joiners _ / . - : @ ~ $ + #, with joiners
+ *    trimmed at its end; a leading / - ~ $ . stays (paths, options, variables).
+ * 3. Exact tokens are matched as whole tokens: the evidence text must contain them with no
+ *    letter or digit right before or after, ignoring ASCII case. */
+#include "api/core/ground.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* Function words and answer scaffolding: they carry no checkable content. Negations are
+ * not here on purpose: "is not supported" must be backed like "is supported". */
+static const char *const function_words[] = {
+    "a", "an", "the", "and", "or", "but", "if", "of", "at", "by", "for", "with", "to", "from",
+    "in", "on", "into", "onto", "is", "are", "was", "were", "be", "been", "being", "do", "does",
+    "did", "done", "have", "has", "had", "i", "me", "my", "we", "our", "you", "your", "he",
+    "she", "it", "its", "they", "them", "their", "what", "which", "who", "whom", "this",
+    "that", "these", "those", "how", "when", "where", "why", "can", "could", "should",
+    "would", "will", "shall", "may", "might", "must", "there", "here", "so", "as", "than",
+    "then", "just", "also", "any", "some", "such", "about", "all", "each", "both", "more",
+    "most", "other", "only", "own", "same", "very", "too", "via", "per", "use", "used",
+    "using", "uses", "one", "way", "ways", "following", "follows", "example", "e.g", "i.e",
+    "etc", "answer", "evidence", "document", "documents", "according", "based", "provided",
+    "given", "mentioned", "states", "stated", "says", "said", "described", "see", "shown",
+    "question", "specific", "specifically", "information", "allows", "allow", "let", "lets",
+    "able", "need", "needs", "want", "like", "well", "however", "therefore", "thus", "yes",
+    "into", "out", "up", "over", "under", "again", "further", "once", "while", "because",
+    "after", "before", "between", "through", "during", "without", "within", "along",
+    /* how questions are asked, not what they are about */
+    "say", "tell", "explain", "describe", "mention", "know", "find", "get", "make", "put",
+    "give", "show", "happen", "mean", "means", "please", "thing", "things", NULL};
+
+static int is_function_word(const char *w, size_t n) {
+    for (int i = 0; function_words[i]; i++)
+        if (strlen(function_words[i]) == n && !strncasecmp(function_words[i], w, n)) return 1;
+    return 0;
+}
+
+static int is_letter(unsigned char c) { return isalnum(c) || c >= 0x80; }
+static int is_joiner(unsigned char c) { return c && strchr("_/.-:@~$+#", c) != NULL; }
+
+/* Next word at or after *p: sets *w and returns its length (0 at the end). */
+static size_t next_word(const char **p, const char **w) {
+    const unsigned char *s = (const unsigned char *)*p;
+    for (;;) {
+        while (*s && !is_letter(*s) && !is_joiner(*s)) s++;
+        if (!*s) { *p = (const char *)s; return 0; }
+        const unsigned char *b = s;
+        while (*s && (is_letter(*s) || is_joiner(*s))) s++;
+        const unsigned char *e = s;
+        while (e > b && is_joiner(e[-1])) e--;
+        while (b < e && is_joiner(*b) && !strchr("/-~$.", *b)) b++;
+        int any = 0;
+        for (const unsigned char *q = b; q < e; q++) any |= is_letter(*q);
+        if (any) {
+            *p = (const char *)s;
+            *w = (const char *)b;
+            return (size_t)(e - b);
+        }
+    }
+}
+
+/* Numbers, identifiers and names must occur verbatim in the evidence. */
+static int is_exact(const char *w, size_t n, int first) {
+    int upper_inside = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)w[i];
+        if (isdigit(c)) return 1;
+        if (i > 0 && i + 1 < n && is_joiner(c)) return 1;
+        if (i > 0 && isupper(c)) upper_inside = 1;
+    }
+    if (n && strchr("/-~$", w[0]) && n > 1) return 1;
+    if (upper_inside) return 1;
+    return !first && isupper((unsigned char)w[0]) && !is_function_word(w, n);
+}
+
+/* Lowercase and light English stemming (plural -s/-es/-ies) into out (>= n+1 bytes). */
+static size_t stem(const char *w, size_t n, int exact, char *out) {
+    for (size_t i = 0; i < n; i++) out[i] = (char)tolower((unsigned char)w[i]);
+    out[n] = 0;
+    if (exact || n < 4) return n;
+    if (n > 4 && !strcmp(out + n - 3, "ies")) { strcpy(out + n - 3, "y"); return n - 2; }
+    if (n > 4 && (!strcmp(out + n - 4, "ches") || !strcmp(out + n - 4, "shes") ||
+                  !strcmp(out + n - 3, "xes") || !strcmp(out + n - 3, "ses"))) {
+        out[n - 2] = 0;
+        return n - 2;
+    }
+    if (out[n - 1] == 's' && out[n - 2] != 's' && out[n - 2] != 'u' && out[n - 2] != 'i') {
+        out[n - 1] = 0;
+        return n - 1;
+    }
+    return n;
+}
+
+/* Is the NUL-separated list (n words) holding w? */
+static int list_has(const char *list, int32_t n, const char *w) {
+    for (int32_t i = 0; i < n; i++, list += strlen(list) + 1)
+        if (!strcmp(list, w)) return 1;
+    return 0;
+}
+
+char *ground_words(const char *text, int32_t *n, uint8_t **exact) {
+    size_t tl = strlen(text ? text : "");
+    char *buf = malloc(tl + 2), *o = buf;
+    uint8_t *ex = exact ? malloc(tl / 2 + 2) : NULL;
+    *n = 0;
+    if (!buf || (exact && !ex)) { free(buf); free(ex); return NULL; }
+    const char *p = text ? text : "", *w;
+    size_t wl;
+    int first = 1;
+    char tmp[256];
+    while ((wl = next_word(&p, &w)) > 0) {
+        int fw = is_function_word(w, wl);
+        int x = !fw && wl < sizeof tmp && is_exact(w, wl, first);
+        first = 0;
+        int digit = 0;
+        for (size_t i = 0; i < wl; i++) digit |= isdigit((unsigned char)w[i]);
+        if (wl >= sizeof tmp || fw || (!x && !digit && wl < 3)) continue;
+        size_t sl = stem(w, wl, x, tmp);
+        if (list_has(buf, *n, tmp)) continue;
+        memcpy(o, tmp, sl + 1);
+        o += sl + 1;
+        if (ex) ex[*n] = (uint8_t)x;
+        (*n)++;
+    }
+    *o = 0;
+    if (exact) *exact = ex;
+    return buf;
+}
+
+float ground_coverage(const char *need, int32_t n, const char *text) {
+    if (n <= 0) return 0;
+    int32_t m = 0, hit = 0;
+    char *have = ground_words(text, &m, NULL);
+    if (!have) return 0;
+    const char *w = need;
+    for (int32_t i = 0; i < n; i++, w += strlen(w) + 1) hit += list_has(have, m, w);
+    free(have);
+    return (float)hit / (float)n;
+}
+
+/* Does hay contain needle as a whole token (no letter/digit around it), ignoring case? */
+static int has_token(const char *hay, const char *needle) {
+    size_t nl = strlen(needle);
+    for (const char *p = hay; nl && (p = strcasestr(p, needle)); p++) {
+        int before = p > hay && is_letter((unsigned char)p[-1]);
+        int after = is_letter((unsigned char)p[nl]);
+        if (!before && !after) return 1;
+    }
+    return 0;
+}
+
+/* ---- sentences ------------------------------------------------------------------------ */
+static const char *const abbrevs[] = {"e.g", "i.e", "etc", "fig", "figs", "no", "vs", "cf",
+                                      "dr", "mr", "mrs", "ms", "al", "sec", "eq", "vol", "pp",
+                                      "ch", "approx", "resp", "ref", "nr", "st", NULL};
+
+/* Is the '.' at text[i] the end of an abbreviation or an initial? */
+static int abbreviation_before(const char *text, size_t i) {
+    size_t b = i;
+    while (b > 0 && (isalpha((unsigned char)text[b - 1]) || text[b - 1] == '.')) b--;
+    size_t n = i - b;
+    if (n == 1 && isupper((unsigned char)text[b])) return 1;   /* "J. Smith" */
+    for (int k = 0; abbrevs[k]; k++)
+        if (strlen(abbrevs[k]) == n && !strncasecmp(abbrevs[k], text + b, n)) return 1;
+    return 0;
+}
+
+/* Does a sentence end right after text[i] (an end mark followed by the start of another)? */
+static int ends_at(const char *text, size_t len, size_t i) {
+    char c = text[i];
+    if (c == '\n') return 1;
+    if (c != '.' && c != '!' && c != '?') return 0;
+    size_t j = i + 1;
+    while (j < len && (text[j] == '"' || text[j] == '\'' || text[j] == ')')) j++;
+    if (j >= len || (text[j] != ' ' && text[j] != '\t' && text[j] != '\n')) return 0;
+    while (j < len && (text[j] == ' ' || text[j] == '\t')) j++;
+    if (j >= len) return 0;
+    unsigned char nx = (unsigned char)text[j];
+    if (!(isupper(nx) || isdigit(nx) || nx == '"' || nx == '(' || nx == '[' || nx == '\n' ||
+          nx >= 0x80))
+        return 0;
+    return c != '.' || !abbreviation_before(text, i);
+}
+
+size_t ground_sentence_end(const char *text, size_t len, int final) {
+    for (size_t i = 0; i < len; i++)
+        if (ends_at(text, len, i)) return i + 1;
+    return final ? len : 0;
+}
+
+#define GROUND_LONG 300
+
+static int32_t push_span(const char *t, size_t b, size_t e, ground_span *out, int32_t n,
+                         int32_t max) {
+    while (b < e && isspace((unsigned char)t[b])) b++;
+    while (e > b && isspace((unsigned char)t[e - 1])) e--;
+    int any = 0;
+    for (size_t i = b; i < e && !any; i++) any = is_letter((unsigned char)t[i]);
+    if (!any) return n;
+    while (e - b > GROUND_LONG + 60) {   /* cut long runs (tables, synopses) near 300 bytes */
+        size_t cut = b + GROUND_LONG, k;
+        for (k = cut; k > b + GROUND_LONG / 2; k--)
+            if (t[k] == ';' || (t[k] == ' ' && t[k - 1] == ':')) break;
+        if (k == b + GROUND_LONG / 2)
+            for (k = cut; k < e && t[k] != ' '; k++) {}
+        if (k >= e) break;
+        if (n < max) out[n] = (ground_span){(uint32_t)b, (uint32_t)(k + 1 - b)};
+        n++;
+        b = k + 1;
+        while (b < e && isspace((unsigned char)t[b])) b++;
+    }
+    if (e > b) {
+        if (n < max) out[n] = (ground_span){(uint32_t)b, (uint32_t)(e - b)};
+        n++;
+    }
+    return n;
+}
+
+int32_t ground_split(const char *text, ground_span *out, int32_t max) {
+    if (!text) return 0;
+    size_t len = strlen(text), b = 0;
+    int32_t n = 0;
+    for (size_t i = 0; i < len; i++)
+        if (ends_at(text, len, i)) {
+            n = push_span(text, b, i + 1, out, n, max);
+            b = i + 1;
+        }
+    n = push_span(text, b, len, out, n, max);
+    return n < max ? n : max;
+}
+
+size_t ground_strip_marks(char *t) {
+    char *o = t;
+    for (char *p = t; *p;) {
+        if (*p == '[') {
+            char *q = p + 1;
+            while (*q && (isdigit((unsigned char)*q) || *q == ',' || *q == ' ' || *q == '-' ||
+                          *q == 'n'))
+                q++;
+            if (*q == ']' && q > p + 1) {
+                p = q + 1;
+                while (o > t && o[-1] == ' ' && (*p == ' ' || *p == '.' || *p == ',')) o--;
+                continue;
+            }
+        }
+        *o++ = *p++;
+    }
+    *o = 0;
+    return (size_t)(o - t);
+}
+
+/* ---- the check ------------------------------------------------------------------------ */
+int ground_check_sentence(const char *sentence, const char *const *evidence, int32_t n,
+                          ground_check *out) {
+    memset(out, 0, sizeof *out);
+    out->why = "no content";
+    int32_t nw = 0;
+    uint8_t *ex = NULL;
+    char *words = ground_words(sentence, &nw, &ex);
+    if (!words) return -1;
+    int rc = 0;
+    int32_t *hits = calloc((size_t)(n > 0 ? n : 1), sizeof *hits);
+    uint8_t *found = calloc((size_t)(nw > 0 ? nw : 1), 1);
+    char **ev_words = calloc((size_t)(n > 0 ? n : 1), sizeof *ev_words);
+    int32_t *ev_n = calloc((size_t)(n > 0 ? n : 1), sizeof *ev_n);
+    if (!hits || !found || !ev_words || !ev_n) { rc = -1; goto out; }
+    int letters = 0;   /* "2." or "1)" alone is a list marker, not a claim */
+    const char *lw = words;
+    for (int32_t i = 0; i < nw && !letters; i++, lw += strlen(lw) + 1)
+        for (const char *p = lw; *p && !letters; p++)
+            letters = isalpha((unsigned char)*p) || (unsigned char)*p >= 0x80;
+    if (nw == 0 || !letters) goto out;
+    /* 1. exact tokens anywhere in the evidence */
+    const char *w = words;
+    for (int32_t i = 0; i < nw; i++, w += strlen(w) + 1) {
+        if (!ex[i]) continue;
+        int ok = 0;
+        for (int32_t j = 0; j < n && !ok; j++) ok = has_token(evidence[j] ? evidence[j] : "", w);
+        if (!ok) {
+            snprintf(out->missing, sizeof out->missing, "%s", w);
+            out->why = "unsupported token";
+            break;
+        }
+    }
+    /* 2. coverage by the best one or two evidence sentences (greedy) */
+    for (int32_t j = 0; j < n; j++)
+        if (!(ev_words[j] = ground_words(evidence[j], &ev_n[j], NULL))) { rc = -1; goto out; }
+    int32_t all = 0;
+    w = words;
+    for (int32_t i = 0; i < nw; i++, w += strlen(w) + 1) {
+        int any = 0;
+        for (int32_t j = 0; j < n && !any; j++) any = list_has(ev_words[j], ev_n[j], w);
+        all += any;
+    }
+    out->strict = all == nw && !out->missing[0];
+    int32_t covered = 0;
+    for (int pick = 0; pick < 2; pick++) {
+        int32_t best = -1, best_gain = 0;
+        for (int32_t j = 0; j < n; j++) {
+            if (pick == 1 && j == out->cite[0]) continue;
+            int32_t gain = 0;
+            w = words;
+            for (int32_t i = 0; i < nw; i++, w += strlen(w) + 1)
+                gain += !found[i] && list_has(ev_words[j], ev_n[j], w);
+            if (gain > best_gain) { best_gain = gain; best = j; }
+        }
+        if (best < 0) break;
+        w = words;
+        for (int32_t i = 0; i < nw; i++, w += strlen(w) + 1)
+            if (list_has(ev_words[best], ev_n[best], w)) found[i] = 1;
+        out->cite[out->n_cite++] = best;
+        covered += best_gain;
+    }
+    out->coverage = (float)covered / (float)nw;
+    size_t sl = strlen(sentence);
+    while (sl && strchr(" \t\r\n", sentence[sl - 1])) sl--;
+    if (sl && sentence[sl - 1] == ':') {   /* "Here is how:" promises what may not follow */
+        out->why = "no content";
+    } else if (!out->missing[0]) {
+        out->supported = out->coverage >= GROUND_MIN_COVERAGE && out->n_cite > 0;
+        out->why = out->supported ? "ok" : "low coverage";
+    }
+out:
+    for (int32_t j = 0; ev_words && j < n; j++) free(ev_words[j]);
+    free(ev_words);
+    free(ev_n);
+    free(hits);
+    free(found);
+    free(words);
+    free(ex);
+    return rc;
+}

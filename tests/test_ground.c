@@ -1,0 +1,96 @@
+/* Tests for api/core/ground: sentence splitting (abbreviations, numbers, file names, line
+ * breaks, long runs), streaming sentence ends, the model's [n] marks, content and exact
+ * words, and the support check (exact tokens, coverage by one or two sentences, the
+ * stricter all-words rule). Pure text: no model. */
+#include "api/core/ground.h"
+#include "tests/test.h"
+
+static int split_eq(const char *text, const char *const *want, int n) {
+    ground_span s[32];
+    int32_t got = ground_split(text, s, 32);
+    if (got != n) { fprintf(stderr, "  got %d sentences, want %d\n", got, n); return 0; }
+    for (int i = 0; i < n; i++)
+        if (strlen(want[i]) != s[i].len || memcmp(want[i], text + s[i].off, s[i].len)) {
+            fprintf(stderr, "  sentence %d: '%.*s' vs '%s'\n", i, (int)s[i].len, text + s[i].off, want[i]);
+            return 0;
+        }
+    return 1;
+}
+
+TEST(split_sentences) {
+    const char *t = "Use set logscale y. See Fig. 3, e.g. the left plot.\nVersion 5.4 reads "
+                    "/etc/gnuplotrc first! J. Smith wrote it? Yes.";
+    const char *want[] = {"Use set logscale y.", "See Fig. 3, e.g. the left plot.",
+                          "Version 5.4 reads /etc/gnuplotrc first!", "J. Smith wrote it?", "Yes."};
+    CHECK(split_eq(t, want, 5));
+    const char *none[] = {NULL};
+    CHECK(split_eq("  ... --- \n\n", none, 0));
+    const char *lower[] = {"a.b is a file. and this continues"};
+    CHECK(split_eq("a.b is a file. and this continues", lower, 1));
+}
+
+TEST(split_long_runs) {
+    char t[2000];
+    size_t n = 0;
+    for (int i = 0; i < 150; i++) n += (size_t)snprintf(t + n, sizeof t - n, "word%d ", i);
+    ground_span s[32];
+    int32_t k = ground_split(t, s, 32);
+    CHECK(k >= 3);
+    for (int i = 0; i < k; i++) CHECK(s[i].len <= 360);
+    CHECK(s[k - 1].off + s[k - 1].len == n - 1);   /* the trailing space is trimmed */
+}
+
+TEST(sentence_end_streaming) {
+    const char *t = "First one. Second on";
+    CHECK(ground_sentence_end(t, strlen(t), 0) == 10);
+    CHECK(ground_sentence_end("No end yet.", 11, 0) == 0);   /* the next char decides */
+    CHECK(ground_sentence_end("No end yet.", 11, 1) == 11);
+    CHECK(ground_sentence_end("line one\nline two", 17, 0) == 9);
+}
+
+TEST(strip_marks) {
+    char a[] = "Use set logscale [1]. It works [2, 3] and [n] too [12].";
+    ground_strip_marks(a);
+    CHECK_MSG(!strcmp(a, "Use set logscale. It works and too."), "%s", a);
+    char b[] = "an array a[i] stays";   /* only digits, commas, spaces and n are marks */
+    ground_strip_marks(b);
+    CHECK(!strcmp(b, "an array a[i] stays"));
+}
+
+TEST(words_and_exact) {
+    int32_t n = 0;
+    uint8_t *ex = NULL;
+    char *w = ground_words("The Debian tools: apt-get installs packages from /etc/apt in 2.5 s", &n, &ex);
+    CHECK(w && ex);
+    const char *want[] = {"debian", "tool", "apt-get", "install", "package", "/etc/apt", "2.5"};
+    const int exact[] = {1, 0, 1, 0, 0, 1, 1};
+    CHECK_MSG(n == 7, "%d words", n);
+    const char *p = w;
+    for (int i = 0; i < n; i++, p += strlen(p) + 1) {
+        CHECK_MSG(!strcmp(p, want[i]), "word %d: %s", i, p);
+        CHECK_MSG(ex[i] == exact[i], "word %s exact %d", p, ex[i]);
+    }
+    free(w);
+    free(ex);
+}
+
+TEST(check_rules) {
+    const char *ev[] = {"The set logscale command makes an axis logarithmic.",
+                        "Version 5.4 is the current release.",
+                        "Mount points are listed in /etc/fstab."};
+    ground_check c;
+    CHECK(!ground_check_sentence("To make an axis logarithmic, use the set logscale command.", ev, 3, &c));
+    CHECK(c.supported && c.strict && c.n_cite == 1 && c.cite[0] == 0);
+    CHECK(!ground_check_sentence("Version 6.0 is the current release.", ev, 3, &c));
+    CHECK(!c.supported && !strcmp(c.missing, "6.0") && !strcmp(c.why, "unsupported token"));
+    CHECK(!ground_check_sentence("The Debian project was founded in 1993.", ev, 3, &c));
+    CHECK(!c.supported);
+    CHECK(!ground_check_sentence("Yes.", ev, 3, &c));
+    CHECK(!c.supported && !strcmp(c.why, "no content"));
+    /* two sentences together cover it: both are cited */
+    CHECK(!ground_check_sentence("The current release 5.4 lists mount points in /etc/fstab.", ev, 3, &c));
+    CHECK_MSG(c.supported && c.n_cite == 2, "supported %d n_cite %d cov %.2f", c.supported, c.n_cite, c.coverage);
+    /* the negation is content: not covered by a sentence that does not say it */
+    CHECK(!ground_check_sentence("The logscale command never makes axes logarithmic quickly.", ev, 3, &c));
+    CHECK(c.coverage < 1.0f && !c.strict);
+}
