@@ -74,6 +74,25 @@ TEST(words_and_exact) {
     free(ex);
 }
 
+TEST(typographic_quotes_are_not_letters) {
+    /* manuals quote paths with U+201D; the quote must not glue onto the token */
+    int32_t n = 0;
+    uint8_t *ex = NULL;
+    char *w = ground_words("edit \xe2\x80\x9d/etc/hosts\xe2\x80\x9d \xc2\xabnow\xc2\xbb", &n, &ex);
+    CHECK(w && n == 3 && !strcmp(w, "edit") && !strcmp(w + 5, "/etc/hosts") && ex[1]);
+    CHECK(!strcmp(w + 16, "now"));
+    free(w);
+    free(ex);
+    const char *ev[] = {"Its name is in \xe2\x80\x9d/etc/hosts\xe2\x80\x9d."};
+    ground_check c;
+    CHECK(!ground_check_sentence("The name is in /etc/hosts.", ev, 1, &c));
+    CHECK_MSG(c.supported && !c.missing[0], "missing '%s' cov %.2f", c.missing, c.coverage);
+    /* raw words keep what was typed: no stemming */
+    w = ground_words_raw("Which chooses files?", &n, NULL);
+    CHECK(w && n == 2 && !strcmp(w, "chooses") && !strcmp(w + 8, "files"));
+    free(w);
+}
+
 TEST(check_rules) {
     const char *ev[] = {"The set logscale command makes an axis logarithmic.",
                         "Version 5.4 is the current release.",

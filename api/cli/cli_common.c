@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "api/cli/cli.h"
+#include "api/core/answer.h"
 
 static void verr(const char *fmt, va_list ap) {
     fputs("mmrag: ", stderr);
@@ -92,22 +93,9 @@ void cli_json_print(json_t *j) {
     json_decref(j);
 }
 
-json_t *cli_json_box(store_box b) {
-    return json_pack("[f,f,f,f]", (double)b.x0, (double)b.y0, (double)b.x1, (double)b.y1);
-}
-
-json_t *cli_json_str(const char *t) {
-    json_t *j = json_string(t ? t : "");
-    if (j) return j;
-    /* not valid UTF-8 (a broken PDF string): keep ASCII, replace the rest */
-    size_t n = strlen(t);
-    char *c = malloc(n + 1);
-    if (!c) return NULL;
-    for (size_t i = 0; i <= n; i++) c[i] = (unsigned char)t[i] < 0x80 ? t[i] : '?';
-    j = json_string(c);
-    free(c);
-    return j;
-}
+/* One JSON spelling of boxes and strings for every front-end (api/core/answer.h). */
+json_t *cli_json_box(store_box b) { return answer_json_box(b); }
+json_t *cli_json_str(const char *t) { return answer_json_str(t); }
 
 json_t *cli_json_doc(const store_doc_row *d) {
     return json_pack("{s:I,s:s,s:o,s:o,s:i,s:I,s:i,s:i,s:s,s:I,s:I}",

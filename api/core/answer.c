@@ -13,6 +13,7 @@
  *    ANSWER_ABSTAIN_SCORE the documents are taken not to answer, whatever the mode. */
 #include "api/core/answer_internal.h"
 #include "engine/engine.h"
+#include "vision/textenc.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -86,7 +87,7 @@ void answer_result_free(answer_result *a) {
     if (!a) return;
     free(a->text);
     retr_result_free(&a->hits);
-    for (int32_t i = 0; i < a->n_ev; i++) free(a->ev[i].text);
+    for (int32_t i = 0; i < a->n_ev; i++) { free(a->ev[i].text); free(a->ev[i].next); }
     free(a->ev);
     free(a->cites);
     for (int32_t i = 0; i < a->n_sents; i++) free(a->sents[i].text);
@@ -141,9 +142,30 @@ void answer_emit_cited(answer_reader *w, const char *s, const int32_t *nums, int
     free(buf);
 }
 
+/* The best sentence becomes itself and the sentence after it: manuals state a thing and
+ * give its value or command in the next sentence ("The doubleclick resolution is given in
+ * milliseconds." / "The default is 300 ms."). The quote stays verbatim and contiguous; its
+ * citation covers both boxes. */
+static void quote_with_next(answer_evidence *e) {
+    if (!e->next) return;
+    size_t a = strlen(e->text), b = strlen(e->next);
+    char *t = realloc(e->text, a + b + 2);
+    if (!t) return;
+    t[a] = ' ';
+    memcpy(t + a + 1, e->next, b + 1);
+    e->text = t;
+    free(e->next);
+    e->next = NULL;
+    if (e->next_box.x0 < e->box.x0) e->box.x0 = e->next_box.x0;
+    if (e->next_box.y0 < e->box.y0) e->box.y0 = e->next_box.y0;
+    if (e->next_box.x1 > e->box.x1) e->box.x1 = e->next_box.x1;
+    if (e->next_box.y1 > e->box.y1) e->box.y1 = e->next_box.y1;
+}
+
 /* The best sentences verbatim, each with its citation. */
 static void emit_quotes(answer_reader *w, int32_t max) {
     answer_result *a = w->a;
+    if (max > 1 && a->n_ev) quote_with_next(&a->ev[0]);
     for (int32_t i = 0; i < a->n_ev && i < max; i++) {
         if (i > 0 && a->ev[i].score < a->ev[0].score - QUOTES_WINDOW) break;
         char *q = malloc(strlen(a->ev[i].text) + 8);
@@ -168,19 +190,30 @@ static void abstain(answer_reader *w, const char *why) {
 /* ---- terms the documents never use ---------------------------------------------------------- */
 #define RARE_CHUNKS 3   /* a name in at most this many chunks of the collection... */
 
-/* ...or any word in none, and in none of the retrieved chunks: the documents are not about
- * it ("How do I draw a violin plot?" over a manual that never says "violin"; "Can gnuplot
- * read Excel files?" over one that names Excel once, elsewhere). Names are capitalized
- * words and identifiers (ground.h's exact tokens, hyphenated words aside): a rare plain
- * word ("night") is just rare. Writes the word and returns 1. */
-static int absent_term(retriever *r, const answer_request *rq, const answer_result *a,
-                       char *word, size_t wl) {
+/* A plain word the text encoder knows whole (one WordPiece) is common English: "night" or
+ * "got" missing from a manual says nothing about the question, "firewalld" does. */
+static int common_word(void *te, const char *w) {
+    int32_t n = te ? textenc_tokenize(te, w, NULL, 0) : 0;   /* -count when max is 0 */
+    return te && (n < 0 ? -n : n) <= 3;                         /* [CLS] word [SEP] */
+}
+
+/* ...or an uncommon word in none, and in none of the retrieved chunks: the documents are
+ * not about it ("How do I set up firewalld?" over a manual that never says "firewalld";
+ * "Can gnuplot read Excel files?" over one that names Excel once, elsewhere). Names are
+ * capitalized words and identifiers (ground.h's exact tokens); words with joiners
+ * (/etc/hosts, double-click) are left to the evidence check, the index splits them.
+ * Writes the word and returns 1. */
+static int absent_term(retriever *r, void *te, const answer_request *rq,
+                       const answer_result *a, char *word, size_t wl) {
     int32_t n = 0;
     uint8_t *exact = NULL;
-    char *words = ground_words(rq->question, &n, &exact);
+    char *words = ground_words_raw(rq->question, &n, &exact);
     int found = 0;
     const char *w = words;
     for (int32_t i = 0; words && i < n && !found; i++, w += strlen(w) + 1) {
+        if (w[strcspn(w, "_/.-:@~$+#")]) continue;
+        int name = exact && exact[i];
+        if (!name && (!te || common_word(te, w))) continue;
         int in_evidence = 0;
         for (int32_t j = 0; j < a->hits.n && !in_evidence; j++)
             in_evidence = ground_coverage(w, 1, a->hits.hits[j].text) > 0;
@@ -191,7 +224,6 @@ static int absent_term(retriever *r, const answer_request *rq, const answer_resu
         retr_result res = {0};
         char err[256];
         if (retr_search(r, w, &o, &res, err, sizeof err)) continue;
-        int name = exact && exact[i] && !strchr(w, '-');
         if (res.n <= (name ? RARE_CHUNKS : 0)) {
             snprintf(word, wl, "%s", w);
             found = 1;
@@ -210,7 +242,7 @@ static int status_err(answer_reader *w, int rc, char *err, size_t errlen) {
     return rc;
 }
 
-static int respond(answer_reader *w, retriever *r, answer_llm *llm, char *err, size_t errlen) {
+static int respond(answer_reader *w, retriever *r, void *te, answer_llm *llm, char *err, size_t errlen) {
     answer_result *a = w->a;
     const answer_request *rq = w->rq;
     if (rq->json_mode) {   /* data for a program: no quotes, no abstention text */
@@ -219,7 +251,7 @@ static int respond(answer_reader *w, retriever *r, answer_llm *llm, char *err, s
         return answer_generate(w, llm, err, errlen);
     }
     char absent[96];
-    if (a->n_ev && absent_term(r, rq, a, absent, sizeof absent)) {
+    if (a->n_ev && absent_term(r, te, rq, a, absent, sizeof absent)) {
         snprintf(a->abstain_note, sizeof a->abstain_note,
                  "the documents barely mention \u201c%s\u201d, and not in any passage found", absent);
         abstain(w, a->abstain_note);
@@ -279,7 +311,7 @@ int answer_run(retriever *r, void *te, answer_llm *llm, const answer_request *rq
     }
     out->retrieval_ms = now_ms() - t0;
     answer_reader w = {.a = out, .rq = rq};
-    rc = respond(&w, r, llm, err, errlen);
+    rc = respond(&w, r, te, llm, err, errlen);
     if (!out->text && rc == ANSWER_OK) answer_emit(&w, "");
     out->total_ms = now_ms() - t0;
     if (rc != ANSWER_OK) answer_result_free(out);

@@ -111,6 +111,9 @@ typedef struct answer_evidence {   /* one evidence sentence */
                                   a collection indexed before line boxes were kept) */
     int32_t box_is_line;
     float score;               /* relevance to the question (cosine + term overlap) */
+    char *next;                /* the sentence after it in its chunk (NULL: none), which an
+                                  extractive answer quotes with the best sentence */
+    store_box next_box;
 } answer_evidence;
 
 typedef struct answer_sentence {   /* one sentence the model wrote */
@@ -157,8 +160,9 @@ json_t *answer_citations_json(const answer_result *a);
  * text, snippet, scores{}, ranks{}, fused} (n omitted when 0): the shape of /v1/search
  * hits and of an answer's evidence. */
 json_t *answer_hit_json(const retr_hit *h, int32_t n);
-/* A JSON string even for invalid UTF-8 (replaced by U+FFFD). */
+/* A JSON string even for invalid UTF-8 (replaced by U+FFFD); a box as [x0, y0, x1, y1]. */
 json_t *answer_json_str(const char *s);
+json_t *answer_json_box(store_box b);
 
 /* ---- `mmrag eval answers` (api/core/answer_eval.c: file format and metrics) ------------ */
 /* Runs every question of the file through answer_run with base's settings and prints

@@ -23,7 +23,7 @@ json_t *answer_json_str(const char *s) {
     return j ? j : json_string("");
 }
 
-static json_t *box_json(store_box b) {
+json_t *answer_json_box(store_box b) {
     return json_pack("[f,f,f,f]", (double)b.x0, (double)b.y0, (double)b.x1, (double)b.y1);
 }
 
@@ -38,7 +38,7 @@ json_t *answer_hit_json(const retr_hit *h, int32_t n) {
     json_t *o = json_pack("{s:I,s:I,s:o,s:i,s:s,s:o,s:I,s:o,s:o,s:o,s:o,s:f}", "chunk_id",
                           (json_int_t)h->chunk_id, "document_id", (json_int_t)h->doc, "title",
                           answer_json_str(h->title), "page", h->page, "kind",
-                          store_chunk_kind_name(h->kind), "box", box_json(h->box), "image_id",
+                          store_chunk_kind_name(h->kind), "box", answer_json_box(h->box), "image_id",
                           (json_int_t)h->image_id, "text", answer_json_str(h->text), "snippet",
                           answer_json_str(h->snippet), "scores", scores, "ranks", ranks, "fused",
                           h->fused);
@@ -52,7 +52,7 @@ static json_t *citation_json(const answer_result *a, int32_t i) {
     return json_pack("{s:i,s:I,s:o,s:i,s:s,s:o,s:s,s:I,s:I,s:o,s:f,s:f}", "n", i + 1,
                      "document_id", (json_int_t)h->doc, "title", answer_json_str(h->title),
                      "page", h->page, "kind", store_chunk_kind_name(h->kind), "box",
-                     box_json(e->box), "box_source", e->box_is_line ? "sentence" : "chunk",
+                     answer_json_box(e->box), "box_source", e->box_is_line ? "sentence" : "chunk",
                      "chunk_id", (json_int_t)h->chunk_id, "image_id", (json_int_t)h->image_id,
                      "text", answer_json_str(e->text), "score", (double)e->score, "fused",
                      h->fused);

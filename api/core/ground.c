@@ -43,17 +43,36 @@ static int is_function_word(const char *w, size_t n) {
     return 0;
 }
 
+/* Length of a UTF-8 punctuation or space character at s (U+00A0-U+00BF, × ÷,
+ * U+2000-U+206F: typographic quotes, dashes, bullets, ellipsis), else 0: manuals quote
+ * ”/etc/hosts” with them, and they must not glue onto the word. */
+static int utf8_punct(const unsigned char *s) {
+    if (s[0] == 0xc2 && s[1] >= 0xa0 && s[1] <= 0xbf) return 2;
+    if (s[0] == 0xc3 && (s[1] == 0x97 || s[1] == 0xb7)) return 2;
+    if (s[0] == 0xe2 && (s[1] == 0x80 || s[1] == 0x81) && s[2] >= 0x80 && s[2] <= 0xbf) return 3;
+    return 0;
+}
+
 static int is_letter(unsigned char c) { return isalnum(c) || c >= 0x80; }
+
+/* Is there a letter (not UTF-8 punctuation) at s / just before s (s > start)? */
+static int letter_at(const unsigned char *s) { return is_letter(*s) && !utf8_punct(s); }
+static int letter_before(const unsigned char *start, const unsigned char *s) {
+    const unsigned char *c = s - 1;
+    while (c > start && (*c & 0xc0) == 0x80) c--;   /* to the first byte of that character */
+    return letter_at(c);
+}
 static int is_joiner(unsigned char c) { return c && strchr("_/.-:@~$+#", c) != NULL; }
 
 /* Next word at or after *p: sets *w and returns its length (0 at the end). */
 static size_t next_word(const char **p, const char **w) {
     const unsigned char *s = (const unsigned char *)*p;
     for (;;) {
-        while (*s && !is_letter(*s) && !is_joiner(*s)) s++;
+        while (*s && ((!is_letter(*s) && !is_joiner(*s)) || utf8_punct(s)))
+            s += utf8_punct(s) ? utf8_punct(s) : 1;
         if (!*s) { *p = (const char *)s; return 0; }
         const unsigned char *b = s;
-        while (*s && (is_letter(*s) || is_joiner(*s))) s++;
+        while (*s && (is_letter(*s) || is_joiner(*s)) && !utf8_punct(s)) s++;
         const unsigned char *e = s;
         while (e > b && is_joiner(e[-1])) e--;
         while (b < e && is_joiner(*b) && !strchr("/-~$.", *b)) b++;
@@ -106,7 +125,17 @@ static int list_has(const char *list, int32_t n, const char *w) {
     return 0;
 }
 
+static char *words_of(const char *text, int32_t *n, uint8_t **exact, int stemming);
+
 char *ground_words(const char *text, int32_t *n, uint8_t **exact) {
+    return words_of(text, n, exact, 1);
+}
+
+char *ground_words_raw(const char *text, int32_t *n, uint8_t **exact) {
+    return words_of(text, n, exact, 0);
+}
+
+static char *words_of(const char *text, int32_t *n, uint8_t **exact, int stemming) {
     size_t tl = strlen(text ? text : "");
     char *buf = malloc(tl + 2), *o = buf;
     uint8_t *ex = exact ? malloc(tl / 2 + 2) : NULL;
@@ -123,7 +152,7 @@ char *ground_words(const char *text, int32_t *n, uint8_t **exact) {
         int digit = 0;
         for (size_t i = 0; i < wl; i++) digit |= isdigit((unsigned char)w[i]);
         if (wl >= sizeof tmp || fw || (!x && !digit && wl < 3)) continue;
-        size_t sl = stem(w, wl, x, tmp);
+        size_t sl = stem(w, wl, x || !stemming, tmp);
         if (list_has(buf, *n, tmp)) continue;
         memcpy(o, tmp, sl + 1);
         o += sl + 1;
@@ -150,8 +179,9 @@ float ground_coverage(const char *need, int32_t n, const char *text) {
 static int has_token(const char *hay, const char *needle) {
     size_t nl = strlen(needle);
     for (const char *p = hay; nl && (p = strcasestr(p, needle)); p++) {
-        int before = p > hay && is_letter((unsigned char)p[-1]);
-        int after = is_letter((unsigned char)p[nl]);
+        const unsigned char *u = (const unsigned char *)p;
+        int before = p > hay && letter_before((const unsigned char *)hay, u);
+        int after = letter_at(u + nl);
         if (!before && !after) return 1;
     }
     return 0;

@@ -56,6 +56,9 @@ enum { GROUND_CONTENT = 1, GROUND_EXACT = 2 };
  * per word, caller frees). Returns NULL on allocation failure. */
 char *ground_words(const char *text, int32_t *n, uint8_t **exact);
 
+/* The same words lowercased but not stemmed (what a user typed: for lookups elsewhere). */
+char *ground_words_raw(const char *text, int32_t *n, uint8_t **exact);
+
 /* Share of the words of `need` (a ground_words buffer, n words) found in text's words. */
 float ground_coverage(const char *need, int32_t n, const char *text);
 

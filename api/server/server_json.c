@@ -1,6 +1,7 @@
 /* api/server/server_json.c — fields of JSON request bodies, each checked with a message
  * ready for a 400 reply, and the box array the routes answer with. */
 #include "api/server/server_internal.h"
+#include "api/core/answer.h"
 #include "index/store.h"
 
 #include <stdio.h>
@@ -48,6 +49,4 @@ int srv_json_text(json_t *o, const char *key, const char **out, char *msg, size_
     return 0;
 }
 
-json_t *srv_box_json(const store_box *b) {
-    return json_pack("[f,f,f,f]", (double)b->x0, (double)b->y0, (double)b->x1, (double)b->y1);
-}
+json_t *srv_box_json(const store_box *b) { return answer_json_box(*b); }
