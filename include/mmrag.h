@@ -113,7 +113,9 @@ typedef struct {
                                     sentence (text) and its box on the page */
     int32_t n_citations;
     const char *stop_reason;     /* "end_turn", "max_tokens", "stop_sequence", "aborted",
-                                    "repetition" (the model began to loop) */
+                                    "repetition" (the model began to loop), "extractive" (no
+                                    model ran), "unsupported" (stopped: 3 sentences in a row
+                                    failed the check), "enough" (4 supported sentences) */
     double ttft_ms;              /* time to first token */
     int32_t prompt_tokens, completion_tokens;
     int32_t abstained;           /* 1: the documents do not answer; answer says so and

@@ -65,7 +65,7 @@ assert isinstance(j["answer"], str) and j["answer"].strip(), "empty answer"
 # (an invented figure fails the check and the quote of the evidence is shown instead)
 assert not j["abstained"] and "0.35" in j["answer"], j["answer"]
 assert j["mode"] == "auto" and j["mode_used"] in ("generative", "extractive"), j["mode_used"]
-assert j["stop_reason"] in ("end_turn", "max_tokens", "stop_sequence", "repetition", "extractive"), j["stop_reason"]
+assert j["stop_reason"] in ("end_turn", "max_tokens", "stop_sequence", "repetition", "extractive", "unsupported", "enough"), j["stop_reason"]
 assert all(s["supported"] for s in j["sentences"] if s["shown"]), j["sentences"]
 t = j["timings"]
 assert t["total_ms"] > 0 and t["prompt_tokens"] > 0 and t["completion_tokens"] > 0, t

@@ -22,7 +22,7 @@
 #include <time.h>
 
 #define QUOTES_MAX 3        /* sentences in an extractive answer */
-#define QUOTES_WINDOW 0.08f /* quotes after the first score within this of it */
+#define QUOTES_WINDOW 0.15f /* quotes after the first score within this of it */
 #define NEAREST_MAX 2       /* quotes shown with an abstention */
 
 static const char *const mode_names[] = {"auto", "extractive", "generative"};
@@ -95,6 +95,11 @@ void answer_result_free(answer_result *a) {
     memset(a, 0, sizeof *a);
 }
 
+const char *answer_stop_name(const answer_result *a) {
+    if (a->mode_used != ANSWER_GENERATIVE) return "extractive";
+    return a->stop_check ? a->stop_check : mmrag_stop_reason_str(a->stop_reason);
+}
+
 static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -142,7 +147,7 @@ void answer_emit_cited(answer_reader *w, const char *s, const int32_t *nums, int
     free(buf);
 }
 
-/* The best sentence becomes itself and the sentence after it: manuals state a thing and
+/* A quoted sentence becomes itself and the sentence after it: manuals state a thing and
  * give its value or command in the next sentence ("The doubleclick resolution is given in
  * milliseconds." / "The default is 300 ms."). The quote stays verbatim and contiguous; its
  * citation covers both boxes. */
@@ -165,9 +170,9 @@ static void quote_with_next(answer_evidence *e) {
 /* The best sentences verbatim, each with its citation. */
 static void emit_quotes(answer_reader *w, int32_t max) {
     answer_result *a = w->a;
-    if (max > 1 && a->n_ev) quote_with_next(&a->ev[0]);
     for (int32_t i = 0; i < a->n_ev && i < max; i++) {
         if (i > 0 && a->ev[i].score < a->ev[0].score - QUOTES_WINDOW) break;
+        if (max > 1) quote_with_next(&a->ev[i]);
         char *q = malloc(strlen(a->ev[i].text) + 8);
         if (!q) { w->failed = 1; return; }
         sprintf(q, "\u201c%s\u201d", a->ev[i].text);

@@ -111,8 +111,8 @@ typedef struct answer_evidence {   /* one evidence sentence */
                                   a collection indexed before line boxes were kept) */
     int32_t box_is_line;
     float score;               /* relevance to the question (cosine + term overlap) */
-    char *next;                /* the sentence after it in its chunk (NULL: none), which an
-                                  extractive answer quotes with the best sentence */
+    char *next;                /* the sentence after it in its chunk (NULL: none, or too
+                                  long), which an extractive answer quotes along */
     store_box next_box;
 } answer_evidence;
 
@@ -137,10 +137,22 @@ typedef struct answer_result {
     answer_sentence *sents;    /* generative: every sentence written, shown or not */
     int32_t n_sents;
     int32_t stop_reason;       /* enum mmrag_stop_reason (generative) */
+    const char *stop_check;    /* static: "unsupported" (the model wrote sentences the check
+                                  rejected, ANSWER_MAX_REJECTED in a row) or "enough"
+                                  (ANSWER_MAX_SENTENCES supported ones); NULL otherwise */
     int32_t prompt_tokens, completion_tokens;
     double retrieval_ms, ttft_ms, total_ms;
 } answer_result;
 void answer_result_free(answer_result *a);
+/* Why the answer ended: "extractive" (no model ran), stop_check, else the engine's reason
+ * ("end_turn", "max_tokens", "repetition", ...). Static text. */
+const char *answer_stop_name(const answer_result *a);
+
+/* Generation stops early once the answer is long enough or clearly unsupported: a model
+ * that wrote three sentences the evidence does not back in a row will not be trusted for
+ * a fourth, and the reader waits for the fallback quotes meanwhile. */
+#define ANSWER_MAX_SENTENCES 4
+#define ANSWER_MAX_REJECTED 3
 
 /* Answers rq from the retriever's collection. te (a textenc *, may be NULL: lexical
  * scoring only) scores evidence sentences; llm may be NULL for extractive answers and

@@ -80,6 +80,8 @@ static char *build_prompt(struct mmrag_engine *e, answer_result *a, const answer
 /* ---- the checked stream --------------------------------------------------------------------- */
 typedef struct {
     answer_reader *w;
+    int32_t kept, rejected_in_row;
+    const char *enough;        /* set: stop generating (answer_result.stop_check) */
     const char **evidence;     /* n_prompt_ev sentences, then the titles */
     int32_t n_evidence;
     char *buf;
@@ -118,6 +120,10 @@ static void sentence_done(checked_stream *c, const char *p, size_t n) {
     float best = 0;   /* backed only by sentences that are off the question: not an answer */
     for (int32_t i = 0; i < nc; i++) best = a->ev[s.check.cite[i]].score > best ? a->ev[s.check.cite[i]].score : best;
     if (s.check.supported && best < ANSWER_ABSTAIN_SCORE) { s.check.supported = 0; s.check.why = "off-topic evidence"; }
+    c->rejected_in_row = s.check.supported ? 0 : c->rejected_in_row + 1;
+    c->kept += s.check.supported;
+    if (c->kept >= ANSWER_MAX_SENTENCES) c->enough = "enough";
+    else if (c->rejected_in_row >= ANSWER_MAX_REJECTED) c->enough = "unsupported";
     if (s.check.supported) {
         for (int32_t i = 0; i < nc; i++) s.cite_n[i] = answer_cite(a, s.check.cite[i]);
         s.shown = 1;
@@ -137,7 +143,7 @@ static void sentence_done(checked_stream *c, const char *p, size_t n) {
 
 static void drain(checked_stream *c, int final) {
     size_t end;
-    while (c->len && (end = ground_sentence_end(c->buf, c->len, final)) > 0) {
+    while (c->len && !c->enough && (end = ground_sentence_end(c->buf, c->len, final)) > 0) {
         sentence_done(c, c->buf, end);
         memmove(c->buf, c->buf + end, c->len - end + 1);
         c->len -= end;
@@ -158,7 +164,7 @@ static int on_piece(void *user, const char *piece, size_t n) {
     c->len += n;
     c->buf[c->len] = 0;
     if (!c->w->rq->json_mode) drain(c, 0);
-    return c->w->stopped || c->w->failed;
+    return c->w->stopped || c->w->failed || c->enough;
 }
 
 /* The evidence the check reads: the prompt's sentences, then each hit's title. */
@@ -209,6 +215,7 @@ int answer_generate(answer_reader *w, answer_llm *llm, char *err, size_t errlen)
     if (rq->json_mode) emit_json(&c);
     else drain(&c, 1);
     a->stop_reason = gr.stop_reason;
+    a->stop_check = c.enough;
     a->prompt_tokens = gr.n_prompt;
     a->completion_tokens = gr.n_gen;
     a->ttft_ms = gr.ttft_ms;

@@ -93,8 +93,7 @@ json_t *answer_json(const answer_result *a, const answer_request *rq) {
         a->abstained, "abstain_reason",
         a->abstain_reason ? json_string(a->abstain_reason) : json_null(), "sentences",
         sentences_json(a), "citations", answer_citations_json(a), "evidence", evj,
-        "stop_reason", a->mode_used == ANSWER_GENERATIVE ? mmrag_stop_reason_str(a->stop_reason)
-                                                          : "extractive",
+        "stop_reason", answer_stop_name(a),
         "timings", "retrieval_ms", a->retrieval_ms, "ttft_ms", a->ttft_ms, "total_ms",
         a->total_ms, "prompt_tokens", a->prompt_tokens, "completion_tokens",
         a->completion_tokens);

@@ -354,8 +354,7 @@ int mmrag_ask(mmrag *h, const char *question, const mmrag_ask_opts *o, mmrag_ans
         return fail(h, MMRAG_ERR_NOMEM, "out of memory");
     }
     out->n_citations = a.n_cites;
-    out->stop_reason = a.mode_used == ANSWER_GENERATIVE ? mmrag_stop_reason_str(a.stop_reason)
-                                                        : "extractive";
+    out->stop_reason = answer_stop_name(&a);
     out->ttft_ms = a.ttft_ms;
     out->prompt_tokens = a.prompt_tokens;
     out->completion_tokens = a.completion_tokens;

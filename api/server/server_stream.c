@@ -154,10 +154,7 @@ static int gen_run(srv_gen_job *g) {
     return 0;
 }
 
-static const char *stop_name(srv_gen_job *g) {
-    return g->a.mode_used == ANSWER_GENERATIVE ? mmrag_stop_reason_str(g->a.stop_reason)
-                                               : "extractive";
-}
+static const char *stop_name(srv_gen_job *g) { return answer_stop_name(&g->a); }
 
 static void *producer_main(void *arg) {
     srv_gen_job *g = arg;
