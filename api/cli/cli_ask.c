@@ -139,7 +139,7 @@ static int show_citations(store *s, const answer_result *a, const char *target, 
 
 /* ---- output ------------------------------------------------------------------------------ */
 static void print_citations(const answer_result *a, json_t *shown) {
-    printf("\n\n");
+    printf("\n");
     for (int32_t i = 0; i < a->n_cites; i++) {
         const answer_evidence *e = &a->ev[a->cites[i]];
         const retr_hit *h = &a->hits.hits[e->hit];
