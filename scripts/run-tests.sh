@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run every test binary, add up their "N passed, N failed" lines, print the total last.
+# Run every test binary, add up their "N passed, N failed[, N skipped]" lines, print the
+# totals with the skipped count, then the plain "N passed, N failed" last.
 # Usage: scripts/run-tests.sh BUILD MODELS TEST_BIN...
 set -u
 build=$1; models=$2; shift 2
@@ -8,20 +9,25 @@ export MMRAG_BUILD=$build MMRAG_MODELS=$models OMP_THREAD_LIMIT=1
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(cd "$(dirname "$0")/.." && pwd)/tests/lsan.supp}
 export MMRAG_TMP=$(mktemp -d "${TMPDIR:-/tmp}/mmrag-test.XXXXXX")
 trap 'rm -rf "$MMRAG_TMP"' EXIT
-total_p=0; total_f=0
+# A skipped case (a line "skip ...": no model, no GPU) is counted apart, never as passed.
+sum_re='^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$'
+total_p=0; total_f=0; total_s=0
 for t in "$@"; do
   name=$(basename "$t")
   echo "== $name"
   out=$("$t" 2>&1); rc=$?
-  printf '%s\n' "$out" | grep -v -E '^[0-9]+ passed, [0-9]+ failed$'
-  line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n1)
+  printf '%s\n' "$out" | grep -v -E "$sum_re"
+  line=$(printf '%s\n' "$out" | grep -E "$sum_re" | tail -n1)
   if [ -n "$line" ]; then
     p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
   else
     p=0; f=1; echo "FAIL $name crashed or printed no summary (exit $rc)"
   fi
+  s=$(printf '%s\n' "$out" | grep -c '^skip ')
   [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && { f=1; echo "FAIL $name exited $rc"; }
-  total_p=$((total_p + p)); total_f=$((total_f + f))
+  total_p=$((total_p + p)); total_f=$((total_f + f)); total_s=$((total_s + s))
 done
+echo "$total_p passed, $total_f failed, $total_s skipped"
+# the last line stays the plain "N passed, N failed" that CI parsers read
 echo "$total_p passed, $total_f failed"
 [ "$total_f" -eq 0 ]

@@ -4,5 +4,7 @@
 pass=0; fail=0
 ok()  { echo "ok   $1"; pass=$((pass + 1)); }
 bad() { echo "FAIL $1"; fail=$((fail + 1)); }
+# A case that cannot run here prints a line "skip WHY" (no counter): scripts/run-tests.sh
+# counts those lines as skipped, never as passed.
 # check NAME CMD...: ok when CMD succeeds, else bad; returns 1 then, for `check ... || diag`
 check() { local name=$1; shift; if "$@"; then ok "$name"; else bad "$name"; return 1; fi; }

@@ -1,6 +1,6 @@
 /* Minimal test harness: each tests/test_*.c is one binary of TEST() cases.
  * A case fails on the first failed CHECK; the binary prints one line per case and a
- * final "N passed, N failed" line that scripts/run-tests.sh adds up.
+ * final "N passed, N failed, N skipped" line that scripts/run-tests.sh adds up.
  * Environment: MMRAG_MODELS (model cache dir), MMRAG_BUILD (build dir), MMRAG_TMP. */
 #ifndef MMRAG_TEST_H
 #define MMRAG_TEST_H
@@ -45,7 +45,10 @@ static int test_count;
 
 #define CHECK_NEAR(a, b, tol) CHECK_MSG(fabs((double)(a) - (double)(b)) <= (tol), \
                                         "%g vs %g (tol %g)", (double)(a), (double)(b), (double)(tol))
-#define SKIP(why) do { printf("skip %s\n", why); return; } while (0)
+/* A case that cannot run here (no model, no GPU) says why and counts as skipped, never as
+ * passed: main prints "skip NAME: WHY", which scripts/run-tests.sh counts apart. */
+static const char *test_skip_why;
+#define SKIP(why) do { test_skip_why = (why); *test_failed_ = -1; return; } while (0)
 
 /* Path helpers for tests: env var or default. */
 static inline const char *test_env(const char *name, const char *dflt) {
@@ -65,16 +68,19 @@ static inline double test_cosine(const float *a, const float *b, int n) {
 }
 
 int main(int argc, char **argv) {
-    int passed = 0, failed = 0;
+    int passed = 0, failed = 0, skipped = 0;
     for (int i = 0; i < test_count; i++) {
         if (argc > 1 && !strstr(test_cases[i].name, argv[1])) continue;
         int f = 0;
         test_cases[i].fn(&f);
-        printf("%s %s\n", f ? "FAIL" : "ok  ", test_cases[i].name);
+        if (f < 0) printf("skip %s: %s\n", test_cases[i].name, test_skip_why ? test_skip_why : "");
+        else printf("%s %s\n", f ? "FAIL" : "ok  ", test_cases[i].name);
         fflush(stdout);
-        if (f) failed++; else passed++;
+        if (f < 0) skipped++;
+        else if (f) failed++;
+        else passed++;
     }
-    printf("%d passed, %d failed\n", passed, failed);
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;
 }
 #endif

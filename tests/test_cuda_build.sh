@@ -8,7 +8,7 @@ nvcc=${NVCC:-/usr/local/cuda/bin/nvcc}
 . "$(dirname "$0")/lib.sh"  # pass/fail counters, ok, bad, check
 if [ ! -x "$nvcc" ] && ! command -v nvcc >/dev/null 2>&1; then
   echo "skip nvcc not found: CUDA build not checked"
-  echo "1 passed, 0 failed"
+  echo "0 passed, 0 failed"
   exit 0
 fi
 tmp=${MMRAG_TMP:-$(mktemp -d "${TMPDIR:-/tmp}/mmrag-cuda.XXXXXX")}
