@@ -91,6 +91,12 @@ TEST(typographic_quotes_are_not_letters) {
     w = ground_words_raw("Which chooses files?", &n, NULL);
     CHECK(w && n == 2 && !strcmp(w, "chooses") && !strcmp(w + 8, "files"));
     free(w);
+    /* which of several words a text holds, in one pass */
+    w = ground_words_raw("zpool wireguard files", &n, NULL);
+    uint8_t seen[3] = {0};
+    ground_words_in(w, n, "Create one with zpool; keep the files.", seen);
+    CHECK(n == 3 && seen[0] == 1 && seen[1] == 0 && seen[2] == 1);
+    free(w);
 }
 
 TEST(check_rules) {

@@ -39,7 +39,7 @@ int cli_locate(int argc, char **argv);   /* api/cli/cli_locate.c (VPE region loc
 int cli_eval_vpe(int argc, char **argv);
 int cli_eval_answers(int argc, char **argv); /* api/cli/cli_eval_answers.c (hooked from cli_eval) */
 /* The answer core's language model for a command: --model, else $MMRAG_LLM, else the
- * default under models; ctx/kv/threads 0 = defaults (api/cli/cli_ask.c). Returns 0 or -1
+ * default under models; ctx/kv/threads 0 = defaults (api/cli/cli_common.c). Returns 0 or -1
  * (message printed). */
 struct answer_llm;
 int cli_llm_open(const char *model, const char *models, int ctx, int kv, int threads,

@@ -228,20 +228,6 @@ static int parse(int argc, char **argv, ask_cli *c, answer_request *rq) {
     return CLI_OK;
 }
 
-/* The CLI's one language model: --model/$MMRAG_LLM/default path, --ctx, --kv, --threads. */
-int cli_llm_open(const char *model, const char *models, int ctx, int kv, int threads,
-                 answer_llm **out) {
-    char buf[4200], err[600];
-    answer_llm_params lp;
-    answer_llm_params_default(&lp);
-    lp.path = answer_llm_path(model, models, buf, sizeof buf);
-    if (ctx) lp.n_ctx = ctx;
-    lp.kv_type = kv;
-    lp.n_threads = threads;
-    if (answer_llm_create(&lp, out, err, sizeof err)) { cli_err("%s", err); return -1; }
-    return 0;
-}
-
 int cli_ask(int argc, char **argv) {
     ask_cli c = {.kv = MMRAG_KV_F32};
     answer_request rq;

@@ -104,3 +104,17 @@ json_t *cli_json_doc(const store_doc_row *d) {
                      "chunks", d->n_chunks, "images", d->n_images, "status", d->status,
                      "added_at", (json_int_t)d->added_at, "updated_at", (json_int_t)d->updated_at);
 }
+
+/* The answer core's model for ask and eval answers (declared in cli.h). */
+int cli_llm_open(const char *model, const char *models, int ctx, int kv, int threads,
+                 answer_llm **out) {
+    char buf[4200], err[600];
+    answer_llm_params lp;
+    answer_llm_params_default(&lp);
+    lp.path = answer_llm_path(model, models, buf, sizeof buf);
+    if (ctx) lp.n_ctx = ctx;
+    lp.kv_type = kv;
+    lp.n_threads = threads;
+    if (answer_llm_create(&lp, out, err, sizeof err)) { cli_err("%s", err); return -1; }
+    return 0;
+}

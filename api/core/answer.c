@@ -213,16 +213,15 @@ static int absent_term(retriever *r, void *te, const answer_request *rq,
     int32_t n = 0;
     uint8_t *exact = NULL;
     char *words = ground_words_raw(rq->question, &n, &exact);
+    uint8_t *seen = calloc((size_t)(n > 0 ? n : 1), 1);   /* in a retrieved chunk */
+    for (int32_t j = 0; words && seen && j < a->hits.n; j++)
+        ground_words_in(words, n, a->hits.hits[j].text, seen);
     int found = 0;
     const char *w = words;
-    for (int32_t i = 0; words && i < n && !found; i++, w += strlen(w) + 1) {
-        if (w[strcspn(w, "_/.-:@~$+#")]) continue;
+    for (int32_t i = 0; words && seen && i < n && !found; i++, w += strlen(w) + 1) {
+        if (seen[i] || w[strcspn(w, "_/.-:@~$+#")]) continue;
         int name = exact && exact[i];
         if (!name && (!te || common_word(te, w))) continue;
-        int in_evidence = 0;
-        for (int32_t j = 0; j < a->hits.n && !in_evidence; j++)
-            in_evidence = ground_coverage(w, 1, a->hits.hits[j].text) > 0;
-        if (in_evidence) continue;
         retr_opts o = rq->retrieval;
         o.sources = RETR_USE_BM25;
         o.k = o.depth = RARE_CHUNKS + 1;
@@ -237,6 +236,7 @@ static int absent_term(retriever *r, void *te, const answer_request *rq,
     }
     free(words);
     free(exact);
+    free(seen);
     return found;
 }
 

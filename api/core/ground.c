@@ -164,6 +164,15 @@ static char *words_of(const char *text, int32_t *n, uint8_t **exact, int stemmin
     return buf;
 }
 
+void ground_words_in(const char *need, int32_t n, const char *text, uint8_t *seen) {
+    int32_t m = 0;
+    char *have = ground_words_raw(text, &m, NULL);
+    if (!have) return;
+    const char *w = need;
+    for (int32_t i = 0; i < n; i++, w += strlen(w) + 1) seen[i] |= (uint8_t)list_has(have, m, w);
+    free(have);
+}
+
 float ground_coverage(const char *need, int32_t n, const char *text) {
     if (n <= 0) return 0;
     int32_t m = 0, hit = 0;

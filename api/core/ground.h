@@ -59,6 +59,10 @@ char *ground_words(const char *text, int32_t *n, uint8_t **exact);
 /* The same words lowercased but not stemmed (what a user typed: for lookups elsewhere). */
 char *ground_words_raw(const char *text, int32_t *n, uint8_t **exact);
 
+/* Marks seen[i] = 1 for each of the n words of `need` (a ground_words_raw buffer) that
+ * text holds, unstemmed: one pass over text for all the words. */
+void ground_words_in(const char *need, int32_t n, const char *text, uint8_t *seen);
+
 /* Share of the words of `need` (a ground_words buffer, n words) found in text's words. */
 float ground_coverage(const char *need, int32_t n, const char *text);
 

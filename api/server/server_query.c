@@ -144,17 +144,23 @@ static int parse_gen_opts(json_t *o, srv_gen_job *g, char *msg, size_t ml) {
     return 0;
 }
 
+/* A generation job with the answer core's defaults (k) under the request's fields. */
+static srv_gen_job *gen_job_new(void) {
+    srv_gen_job *g = calloc(1, sizeof *g);
+    answer_request d;
+    answer_request_default(&d);
+    if (g) g->sr.k = d.k;
+    return g;
+}
+
 enum MHD_Result srv_handle_ask(struct MHD_Connection *c, srv_req *r) {
     enum MHD_Result ret;
     json_t *body = srv_body_object(c, r, &ret);
     if (!body) return ret;
-    srv_gen_job *g = calloc(1, sizeof *g);
+    srv_gen_job *g = gen_job_new();
     if (!g) { json_decref(body); return MHD_NO; }
     char msg[256];
     const char *q = NULL;
-    answer_request d;
-    answer_request_default(&d);
-    g->sr.k = d.k;
     if (srv_json_text(body, "question", &q, msg, sizeof msg) ||
         parse_search_opts(body, &g->sr, msg, sizeof msg) || parse_gen_opts(body, g, msg, sizeof msg)) {
         json_decref(body);
@@ -220,12 +226,10 @@ enum MHD_Result srv_handle_chat(struct MHD_Connection *c, srv_req *r) {
     enum MHD_Result ret;
     json_t *body = srv_body_object(c, r, &ret);
     if (!body) return ret;
-    srv_gen_job *g = calloc(1, sizeof *g);
+    srv_gen_job *g = gen_job_new();
     if (!g) { json_decref(body); return MHD_NO; }
     g->chat = 1;
     char msg[256];
-    answer_request d;
-    answer_request_default(&d);
     json_t *model = json_object_get(body, "model");
     if (model && !json_is_string(model) && !json_is_null(model)) {
         snprintf(msg, sizeof msg, "\"model\" must be a string");
@@ -239,10 +243,8 @@ enum MHD_Result srv_handle_chat(struct MHD_Connection *c, srv_req *r) {
     json_t *mm = json_object_get(body, "mmrag");   /* retrieval options, our extension */
     if (mm && !json_is_null(mm)) {
         if (!json_is_object(mm)) { snprintf(msg, sizeof msg, "\"mmrag\" must be an object"); goto bad; }
-        g->sr.k = d.k;
         if (parse_search_opts(mm, &g->sr, msg, sizeof msg) || parse_gen_opts_mode(mm, g, msg, sizeof msg)) goto bad;
     } else {
-        g->sr.k = d.k;
         g->sr.kind = -1;
         for (int i = 0; i < RETR_NSRC; i++) g->sr.weight[i] = -1;
     }

@@ -154,7 +154,6 @@ static int gen_run(srv_gen_job *g) {
     return 0;
 }
 
-static const char *stop_name(srv_gen_job *g) { return answer_stop_name(&g->a); }
 
 static void *producer_main(void *arg) {
     srv_gen_job *g = arg;
@@ -175,7 +174,7 @@ static void *producer_main(void *arg) {
         sse_push(g, "citations", json_pack("{s:o}", "citations", citations_json(g)));
         json_t *all = answer_json(&g->a, &g->rq);   /* the same object as a non-stream reply */
         json_t *t = json_object_get(all, "timings");
-        sse_push(g, "done", json_pack("{s:s,s:b,s:s,s:O*,s:o}", "stop_reason", stop_name(g),
+        sse_push(g, "done", json_pack("{s:s,s:b,s:s,s:O*,s:o}", "stop_reason", answer_stop_name(&g->a),
                                       "abstained", g->a.abstained, "mode_used",
                                       answer_mode_name(g->a.mode_used), "timings", t, "answer", all));
     }
