@@ -4,6 +4,10 @@
 # the PDFs inside by sha256 and caches them once per machine. Prints the cache folder.
 #   debian-reference-en 2.100        debian-reference.en.pdf  261 pages (xdvipdfmx, tables)
 #   gnuplot-doc 5.4.4+dfsg1-2        gnuplot.pdf              311 pages (pdfTeX)
+# and, for the untuned second question set (tests/data/eval_questions_debian2.json):
+#   r-doc-pdf 4.2.2.20221110-2       R-intro.pdf              113 pages (pdfTeX-1.40.24)
+#   r-doc-pdf 4.2.2.20221110-2       R-admin.pdf               85 pages (pdfTeX-1.40.24)
+#   asymptote-doc 2.85+ds-1          asymptote.pdf            196 pages (pdfTeX-1.40.24, figures)
 # Usage: scripts/fetch-debian-docs.sh   (exit 1 with a one-line reason when unavailable)
 set -euo pipefail
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/mmrag/debian-docs
@@ -11,6 +15,9 @@ cache=${XDG_CACHE_HOME:-$HOME/.cache}/mmrag/debian-docs
 pins=(
 "debian-reference-en=2.100 ./usr/share/debian-reference/debian-reference.en.pdf 32775deeca0770ac25282b0c894cbaae83f4dd4ab00e891b94e8f009c0366728"
 "gnuplot-doc=5.4.4+dfsg1-2 ./usr/share/doc/gnuplot/gnuplot.pdf df68dd0613f043141512fc4436d17aaf96727d5a758d85233915ac5056a97206"
+"r-doc-pdf=4.2.2.20221110-2 ./usr/share/R/doc/manual/R-intro.pdf 337ccd0b490b1e66f7e783b45f4588d0599730b4206c0c051edfe1419c568c51"
+"r-doc-pdf=4.2.2.20221110-2 ./usr/share/R/doc/manual/R-admin.pdf 50e256b5f873bbee4c8482df3754fa8654f02ef693409fe5e30b2f114e3efe9f"
+"asymptote-doc=2.85+ds-1 ./usr/share/doc/asymptote/asymptote.pdf e17165321f74a5ec1b884cf20773cc43361df8f7fc707b071debf4ef707de051"
 )
 mkdir -p "$cache"
 for pin in "${pins[@]}"; do
