@@ -31,6 +31,12 @@ float kern_dot_q4_0_q8_0(int64_t n, const kern_block_q4_0 *x, const kern_block_q
 float kern_dot_q4_1_q8_0(int64_t n, const kern_block_q4_1 *x, const kern_block_q8_0 *y) {
     return kern_ops_get()->dot_q4_1_q8_0(n, x, y);
 }
+float kern_dot_kq(kern_type t, int64_t n, const void *w, const kern_block_q8_K *y) {
+    return kern_ops_get()->dot_kq(t, n, w, y);
+}
+float kern_dot_q5_q8_0(kern_type t, int64_t n, const void *w, const kern_block_q8_0 *y) {
+    return kern_ops_get()->dot_q5_q8_0(t, n, w, y);
+}
 float kern_dot_f32(int64_t n, const float *x, const float *y) {
     return kern_ops_get()->dot_f32(n, x, y);
 }
