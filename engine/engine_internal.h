@@ -36,21 +36,43 @@ static inline const char *engine_token_bytes(const engine_vocab *v, int32_t id, 
 }
 
 /* ---- model ---- */
+/* The architectures the loader knows (engine/load.c) and what sets them apart:
+ *   llama   interleaved RoPE (optionally rope_freqs factors: Llama 3.1+), SwiGLU
+ *   qwen2   + bias on q, k, v; rotate-half (neox) RoPE
+ *   qwen3   + RMSNorm of each q and k head (no biases); neox RoPE; head_dim from key_length
+ *   gemma3  embeddings × sqrt(d); q/k head norms; RMSNorm after attention and after the
+ *           FFN too; GELU(tanh) FFN; neox RoPE; layers alternate 5 local (sliding window,
+ *           RoPE base 10000) : 1 global (rope.freq_base). Norm weights are used as stored:
+ *           llama.cpp's converter has already folded Gemma's (1 + w) into them. */
+typedef enum { ENGINE_ARCH_LLAMA, ENGINE_ARCH_QWEN2, ENGINE_ARCH_QWEN3, ENGINE_ARCH_GEMMA3 } engine_arch;
+
 typedef struct {
     const mf_tensor *attn_norm, *wq, *wk, *wv, *wo, *ffn_norm, *w_gate, *w_up, *w_down;
+    float *bq, *bk, *bv;           /* qwen2: fp32 biases; else NULL */
+    float *q_norm, *k_norm;        /* qwen3/gemma3: per-head RMSNorm weights [head_dim] */
+    float *post_attn_norm, *post_ffn_norm; /* gemma3: [n_embd] */
+    int local;                     /* gemma3: sliding-window layer (swa_window, rope_base_local) */
 } engine_layer;
 
 struct mmrag_engine {
     mf_gguf *gguf;
     struct mmrag_engine_params p;
+    engine_arch arch;
     int32_t n_embd, n_layer, n_head, n_kv_head, head_dim, n_ff, n_vocab, n_ctx_train, n_rot;
-    float eps, rope_base, rope_freq_scale;
+    int32_t q_dim;           /* n_head · head_dim (not always n_embd: qwen3, gemma3) */
+    int32_t swa_window;      /* gemma3 local layers' window; 0 = none */
+    int rope_neox;           /* rotate-half pairs (qwen2, qwen3, gemma3) */
+    int ffn_gelu;            /* GELU(tanh)-gated FFN instead of SwiGLU (gemma3) */
+    float eps, rope_base, rope_freq_scale, rope_base_local, embd_scale; /* embd_scale 0: none */
+    float *rope_freqs;       /* Llama 3.1+: per-pair divisors of the RoPE frequency, or NULL */
     const mf_tensor *tok_embd, *out_norm, *output;
     engine_layer *layers;
     float **norm_w;          /* fp32 copies of the norm vectors: [layer*2 + 0/1], final at end */
     engine_vocab vocab;
-    char desc[160];
+    char desc[200];
 };
+
+int engine_arch_is_local(const struct mmrag_engine *e, int layer);
 
 /* ---- KV cache ------------------------------------------------------------------
  * Positions are grouped in blocks of B tokens. The block being filled lives in fp32

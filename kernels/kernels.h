@@ -101,6 +101,8 @@ void kern_rmsnorm(const float *x, float *y, int64_t n, const float *w, float eps
 void kern_gelu(float *x, int64_t n);        /* exact, erf-based (BERT, HF CLIP "gelu") */
 void kern_quick_gelu(float *x, int64_t n);  /* x·σ(1.702x) (OpenAI CLIP) */
 void kern_silu(float *x, int64_t n);
+/* GELU, tanh approximation (Gemma's FFN): 0.5x(1 + tanh(√(2/π)(x + 0.044715x³))) */
+void kern_gelu_tanh(float *x, int64_t n);
 void kern_swiglu(const float *gate, const float *up, float *y, int64_t n); /* silu(g)·u */
 void kern_add(float *y, const float *x, int64_t n);                       /* y += x */
 
@@ -116,6 +118,10 @@ void kern_rope(float *x, int n_heads, int head_dim, int rot_dim, int64_t pos,
  * give kern_rope's result bit for bit. */
 void kern_rope_angles(int rot_dim, int64_t pos, float theta, float freq_scale, float *cs,
                       float *sn);
+/* the same with per-pair frequency divisors (Llama 3.1's rope_freqs; NULL = none): the
+ * angle of pair i is divided by factors[i] */
+void kern_rope_angles_ff(int rot_dim, int64_t pos, float theta, float freq_scale,
+                         const float *factors, float *cs, float *sn);
 void kern_rope_apply(float *x, int n_heads, int head_dim, int rot_dim, const float *cs,
                      const float *sn, int neox);
 
