@@ -24,10 +24,26 @@ typedef struct {
     int32_t *special;        /* control / user-defined ids, longest text first */
     int32_t n_special;
     int digits_split;        /* pre-tokenizer splits every digit (smollm, starcoder, ...) */
-    int32_t bos, eos, eot;   /* eot: <|im_end|> when present, else eos */
+    int pre;                 /* enum engine_pre: the gpt2-BPE pre-tokenizer's split rules */
+    int spm;                 /* SentencePiece (tokenizer.ggml.model "llama": Gemma, Llama 2) */
+    int add_space_prefix;    /* spm: a "▁" before the text (tokenizer.ggml.add_space_prefix) */
+    float *scores;           /* spm: piece scores (higher merges first) */
+    int32_t bos, eos, eot;   /* eot: the end-of-turn token (<|im_end|>, <|eot_id|>,
+                              * <end_of_turn>) when present, else eos */
 } engine_vocab;
 
+/* gpt2-BPE pre-tokenizers (tokenizer.ggml.pre): GPT-2's rules; Llama 3's (case-insensitive
+ * contractions, a letter run may take one leading non-letter, digits in runs of at most 3,
+ * punctuation takes trailing newlines); Qwen2's (the same with single digits). */
+enum engine_pre { ENGINE_PRE_GPT2, ENGINE_PRE_LLAMA3, ENGINE_PRE_QWEN2 };
+
 int engine_vocab_load(engine_vocab *v, const mf_gguf *f, char *err, size_t errlen);
+/* SentencePiece side (engine/tokenizer_spm.c): byte strings of the pieces (▁ as a space,
+ * <0xXX> as that byte), and the encoder: merges the best-scored adjacent pair until none
+ * is in the vocabulary, unknown pieces fall back to byte tokens. */
+int engine_spm_load(engine_vocab *v, const mf_gguf *f, char *err, size_t errlen);
+int engine_spm_encode(const engine_vocab *v, const unsigned char *s, size_t len, int at_start,
+                      int32_t *ids, int32_t *n, int32_t max);
 void engine_vocab_free(engine_vocab *v);
 int32_t engine_vocab_find(const engine_vocab *v, const char *s, size_t len);
 static inline const char *engine_token_bytes(const engine_vocab *v, int32_t id, size_t *len) {
