@@ -432,6 +432,117 @@ class Model:
         return h @ m.t()
 
 
+# ---------------------------------------------------------------- tokenizer references
+def _cls(ch):
+    if ch in gl.WHITESPACE:
+        return 'S'
+    if gl.is_letter(ch):
+        return 'L'
+    if gl.is_number(ch):
+        return 'N'
+    return 'O'
+
+
+def llama3_split(s, maxdig):
+    """Llama 3 (maxdig 3) / Qwen2 (maxdig 1) pre-tokenizer, by the regex's alternatives:
+    (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|
+     ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"""
+    out, i, n = [], 0, len(s)
+    while i < n:
+        m = None
+        low = s[i:i + 3].lower()
+        for suf in ("'s", "'t", "'re", "'ve", "'m", "'ll", "'d"):
+            if low.startswith(suf):
+                m = i + len(suf)
+                break
+        if m is None:
+            j = i + 1 if (_cls(s[i]) not in 'LN' and s[i] not in '\r\n') else i
+            if j < n and _cls(s[j]) == 'L':
+                m = j
+                while m < n and _cls(s[m]) == 'L':
+                    m += 1
+            elif j > i and _cls(s[i]) == 'L':
+                pass
+        if m is None and _cls(s[i]) == 'L':
+            m = i
+            while m < n and _cls(s[m]) == 'L':
+                m += 1
+        if m is None and _cls(s[i]) == 'N':
+            m = i
+            while m < n and m - i < maxdig and _cls(s[m]) == 'N':
+                m += 1
+        if m is None:
+            j = i + 1 if s[i] == ' ' else i
+            if j < n and _cls(s[j]) == 'O':
+                m = j
+                while m < n and _cls(s[m]) == 'O':
+                    m += 1
+                while m < n and s[m] in '\r\n':
+                    m += 1
+        if m is None:  # whitespace alternatives
+            k = i
+            while k < n and _cls(s[k]) == 'S':
+                k += 1
+            nl = [q for q in range(i, k) if s[q] in '\r\n']
+            if nl:
+                m = nl[-1] + 1
+            elif k < n and k - i > 1:
+                m = k - 1
+            else:
+                m = max(k, i + 1)
+        out.append(s[i:m])
+        i = m
+    return out
+
+
+def bpe_encode(tok, text, maxdig):
+    ids = []
+    for w in llama3_split(text, maxdig):
+        ids.extend(tok.bpe(w))
+    return ids
+
+
+def spm_encode(kv, text):
+    """SentencePiece by the book: best-scored adjacent merge (leftmost on ties) until none;
+    pieces not in the vocabulary become <0xXX> byte tokens. No space prefix (Gemma)."""
+    toks, scores, types = kv['tokenizer.ggml.tokens'], kv['tokenizer.ggml.scores'], kv['tokenizer.ggml.token_type']
+    ids = {t: i for i, t in enumerate(toks) if types[i] != 3}
+    sym = list(text.replace(' ', '\u2581'))
+    while True:
+        best, at = None, -1
+        for i in range(len(sym) - 1):
+            c = sym[i] + sym[i + 1]
+            if c in ids and (best is None or scores[ids[c]] > best):
+                best, at = scores[ids[c]], i
+        if at < 0:
+            break
+        sym[at:at + 2] = [sym[at] + sym[at + 1]]
+    out = []
+    for p in sym:
+        if p in ids:
+            out.append(ids[p])
+        else:
+            out.extend(toks.index('<0x%02X>' % b) for b in p.encode('utf-8'))
+    return out
+
+
+TOK_TEXTS = ["the quick brown fox", "Hello World 12345 and 3.14159!!", "it's THE'S we'LL don't",
+             "  multiple   spaces\n\nand newlines\n  end  ", "\u00dcnicode caf\u00e9 \u65e5\u672c\u8a9e",
+             "a,b;c...d\r\n\r\ne", "hello world! the lazy dog jumps over the"]
+
+
+def tokenizer_golden():
+    res = {}
+    for a in ('llama3', 'qwen2', 'gemma3'):
+        kv, _, _ = model_spec(a)
+        if a == 'gemma3':
+            res[a] = [{'text': t, 'ids': spm_encode(kv, t)} for t in TOK_TEXTS]
+        else:
+            tok = gl.Tokenizer(kv)
+            res[a] = [{'text': t, 'ids': bpe_encode(tok, t, 3 if a == 'llama3' else 1)} for t in TOK_TEXTS]
+    return res
+
+
 N_PREFILL, N_DECODE = 24, 8
 
 
@@ -451,6 +562,7 @@ def golden(out_dir, json_path):
         res[a] = {'model': 'tiny_%s.gguf' % a, 'ids': ids, 'n_prefill': N_PREFILL,
                   'logits': [[round(float(v), 6) for v in r] for r in rows]}
         print(a, 'logit range %.3f..%.3f' % (float(lg.min()), float(lg.max())))
+    res['tokenizer'] = tokenizer_golden()
     with open(json_path, 'w') as f:
         json.dump(res, f)
     return 0

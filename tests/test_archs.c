@@ -71,3 +71,73 @@ TEST(llama3_rope_freqs_kquants) { check_arch("llama3", test_failed_); }
 TEST(qwen2_qkv_bias) { check_arch("qwen2", test_failed_); }
 TEST(qwen3_head_norms) { check_arch("qwen3", test_failed_); }
 TEST(gemma3_local_global) { check_arch("gemma3", test_failed_); }
+
+/* Tokenizers from GGUF metadata against the Python references of scripts/golden_archs.py:
+ * Llama 3's and Qwen2's pre-tokenizer rules over byte-level BPE, SentencePiece (gemma3's
+ * vocabulary: scores, byte fallback, no space prefix). */
+static void check_tokenizer(const char *arch, int *test_failed_) {
+    json_t *g = golden(), *recs = json_object_get(json_object_get(g, "tokenizer"), arch);
+    CHECK(g && recs);
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/golden/tiny_%s.gguf", test_env("MMRAG_BUILD", "build"), arch);
+    struct mmrag_engine *e = mmrag_engine_init_from_file(path, mmrag_engine_default_params(), err, sizeof err);
+    CHECK_MSG(e, "%s", err);
+    int bad = 0;
+    for (size_t r = 0; r < json_array_size(recs); r++) {
+        json_t *rec = json_array_get(recs, r), *want = json_object_get(rec, "ids");
+        const char *text = json_string_value(json_object_get(rec, "text"));
+        int32_t ids[256];
+        int32_t n = mmrag_engine_tokenize(e, text, strlen(text), ids, 256, 0);
+        int same = n == (int32_t)json_array_size(want);
+        for (int32_t i = 0; same && i < n; i++) same = ids[i] == json_integer_value(json_array_get(want, (size_t)i));
+        if (!same) {
+            fprintf(stderr, "  %s: \"%s\": %d ids, want %d\n", arch, text, n, (int)json_array_size(want));
+            bad = 1;
+            continue;
+        }
+        char back[1024]; /* and back to the same bytes */
+        CHECK(mmrag_engine_detokenize(e, ids, n, back, sizeof back) == (int32_t)strlen(text) && strcmp(back, text) == 0);
+    }
+    mmrag_engine_free(e);
+    json_decref(g);
+    CHECK(!bad);
+}
+
+TEST(tokenizer_llama3_bpe) { check_tokenizer("llama3", test_failed_); }
+TEST(tokenizer_qwen2_bpe) { check_tokenizer("qwen2", test_failed_); }
+TEST(tokenizer_gemma3_sentencepiece) { check_tokenizer("gemma3", test_failed_); }
+
+/* An unknown architecture is refused by name with the supported list; every truncation
+ * of a real K-quant file is refused without a crash. */
+TEST(refusals) {
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/golden/tiny_qwen3.gguf", test_env("MMRAG_BUILD", "build"));
+    FILE *f = fopen(path, "rb");
+    CHECK(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    rewind(f);
+    unsigned char *b = malloc((size_t)n);
+    CHECK(fread(b, 1, (size_t)n, f) == (size_t)n);
+    fclose(f);
+    unsigned char *a = memmem(b, (size_t)n, "qwen3", 5); /* general.architecture's value */
+    CHECK(a);
+    memcpy(a, "mamba", 5);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s/arch-mamba.gguf", test_env("MMRAG_TMP", "/tmp"));
+    FILE *o = fopen(tmp, "wb");
+    CHECK(o && fwrite(b, 1, (size_t)n, o) == (size_t)n);
+    fclose(o);
+    struct mmrag_engine *e = mmrag_engine_init_from_file(tmp, mmrag_engine_default_params(), err, sizeof err);
+    CHECK_MSG(!e && strstr(err, "\"mamba\"") && strstr(err, "llama, qwen2, qwen3, gemma3"), "%s", err);
+    memcpy(a, "qwen3", 5);
+    for (long cut = 0; cut < n; cut += n / 97 + 1) { /* truncated: refused, never a crash */
+        o = fopen(tmp, "wb");
+        CHECK(o && fwrite(b, 1, (size_t)cut, o) == (size_t)cut);
+        fclose(o);
+        e = mmrag_engine_init_from_file(tmp, mmrag_engine_default_params(), err, sizeof err);
+        CHECK_MSG(!e && err[0], "cut at %ld loaded", cut);
+    }
+    remove(tmp);
+    free(b);
+}
