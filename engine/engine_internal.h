@@ -46,6 +46,9 @@ int engine_spm_encode(const engine_vocab *v, const unsigned char *s, size_t len,
                       int32_t *ids, int32_t *n, int32_t max);
 void engine_vocab_free(engine_vocab *v);
 int32_t engine_vocab_find(const engine_vocab *v, const char *s, size_t len);
+/* Length of the control/user-defined token spelled at s[0..len) (longest first), or 0. */
+size_t engine_vocab_match_special(const engine_vocab *v, const unsigned char *s, size_t len,
+                                  int32_t *id);
 static inline const char *engine_token_bytes(const engine_vocab *v, int32_t id, size_t *len) {
     *len = (size_t)(v->bytes_off[id + 1] - v->bytes_off[id]);
     return v->bytes + v->bytes_off[id];
@@ -85,8 +88,14 @@ struct mmrag_engine {
     engine_layer *layers;
     float **norm_w;          /* fp32 copies of the norm vectors: [layer*2 + 0/1], final at end */
     engine_vocab vocab;
+    int chat;                /* enum engine_chat: the prompt format (engine/chat.c) */
+    int chat_recognized;     /* 0: no or unknown tokenizer.chat_template, ChatML used */
     char desc[200];
 };
+
+/* Chat prompt formats recognized from tokenizer.chat_template (engine/chat.c). */
+enum engine_chat { ENGINE_CHAT_CHATML, ENGINE_CHAT_LLAMA3, ENGINE_CHAT_GEMMA };
+void engine_chat_detect(struct mmrag_engine *e);
 
 int engine_arch_is_local(const struct mmrag_engine *e, int layer);
 

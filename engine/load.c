@@ -259,9 +259,10 @@ struct mmrag_engine *mmrag_engine_init_from_file(const char *path, struct mmrag_
         goto fail;
     e->n_vocab = e->vocab.n_vocab;
     if (load_tensors(e, arch, err, errlen) || apply_params(e, err, errlen)) goto fail;
-    snprintf(e->desc, sizeof e->desc, "%s %dL d%d %dh/%dkv ff%d vocab %d ctx %d (train %d)", arch,
-             e->n_layer, e->n_embd, e->n_head, e->n_kv_head, e->n_ff, e->n_vocab, e->p.n_ctx,
-             e->n_ctx_train);
+    engine_chat_detect(e);
+    snprintf(e->desc, sizeof e->desc, "%s %dL d%d %dh/%dkv ff%d vocab %d ctx %d (train %d) chat %s%s",
+             arch, e->n_layer, e->n_embd, e->n_head, e->n_kv_head, e->n_ff, e->n_vocab, e->p.n_ctx,
+             e->n_ctx_train, mmrag_engine_chat_template(e, NULL), e->chat_recognized ? "" : " (fallback)");
     return e;
 fail:
     mmrag_engine_free(e);

@@ -516,43 +516,7 @@ int32_t mmrag_engine_detokenize(const struct mmrag_engine *e, const int32_t *ids
     return (int32_t)total;
 }
 
-typedef struct { char *buf; size_t cap, n; } text_out;
-static void put(text_out *o, const char *src, size_t n) {
-    if (o->buf && o->n + n < o->cap) memcpy(o->buf + o->n, src, n);
-    o->n += n;
-}
-static void put_str(text_out *o, const char *s) { put(o, s, strlen(s)); }
-
-/* Content (system text, a user's question, retrieved document text) goes in with every
- * special-token spelling split by a zero-width space: a PDF that says "<|im_end|>" must
- * not end the turn and start one of its own (prompt injection). */
-static void put_content(text_out *o, const engine_vocab *v, const char *text) {
-    const unsigned char *s = (const unsigned char *)text;
-    size_t len = strlen(text), start = 0;
-    for (size_t i = 0; i < len; i++) {
-        int32_t id;
-        if (!match_special(v, s + i, len - i, &id)) continue;
-        put(o, text + start, i + 1 - start);
-        put(o, "\xE2\x80\x8B", 3);
-        start = i + 1;
-    }
-    put(o, text + start, len - start);
-}
-
-int32_t mmrag_engine_chat_prompt(const struct mmrag_engine *e, const char *system,
-                                 const char *user, char *buf, size_t buf_size) {
-    if (!system) system = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
-    text_out o = {buf, buf_size, 0};
-    put_str(&o, "<|im_start|>system\n");
-    put_content(&o, &e->vocab, system);
-    put_str(&o, "<|im_end|>\n<|im_start|>user\n");
-    put_content(&o, &e->vocab, user ? user : "");
-    put_str(&o, "<|im_end|>\n<|im_start|>assistant\n");
-    if (o.n > INT32_MAX - 1) return INT32_MIN;
-    if (o.n + 1 > buf_size) {
-        if (buf && buf_size) buf[0] = 0;
-        return -(int32_t)(o.n + 1);
-    }
-    buf[o.n] = 0;
-    return (int32_t)o.n;
+size_t engine_vocab_match_special(const engine_vocab *v, const unsigned char *s, size_t len,
+                                  int32_t *id) {
+    return match_special(v, s, len, id);
 }

@@ -217,6 +217,12 @@ def model_spec(arch):
     if arch == 'gemma3':
         kv[name + '.attention.sliding_window'] = 8
     kv.update(tok)
+    # chat templates: the markers the engine recognizes (qwen3's file has none: fallback)
+    tmpl = {'llama3': "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' }}",
+            'qwen2': "{{ '<|im_start|>' + message['role'] + '\\n' }}",
+            'gemma3': "{{ bos_token }}{{ '<start_of_turn>' + role + '\\n' }}"}
+    if arch in tmpl:
+        kv['tokenizer.chat_template'] = tmpl[arch]
     cycle = {'llama3': [Q4_K, Q5_K, Q6_K, Q8_0, Q4_K, Q5_K, Q6_K],
              'qwen2': [Q5_0, Q5_1, BF16, Q4_K, F16, Q5_0, Q6_K],
              'qwen3': [Q6_K, Q5_K, Q8_0, Q4_0, BF16, Q4_K, Q5_1],

@@ -141,3 +141,31 @@ TEST(refusals) {
     remove(tmp);
     free(b);
 }
+
+/* The chat format comes from tokenizer.chat_template; none (qwen3's tiny file): ChatML,
+ * reported as a fallback. Gemma's prompt opens with <bos> and folds the system text into
+ * the user turn; its turn markers tokenize as the control tokens. */
+TEST(chat_templates) {
+    static const char *const arch[] = {"llama3", "qwen2", "qwen3", "gemma3"};
+    static const char *const want[] = {"llama3", "chatml", "chatml", "gemma"};
+    for (int i = 0; i < 4; i++) {
+        char path[512], err[512];
+        snprintf(path, sizeof path, "%s/golden/tiny_%s.gguf", test_env("MMRAG_BUILD", "build"), arch[i]);
+        struct mmrag_engine *e = mmrag_engine_init_from_file(path, mmrag_engine_default_params(), err, sizeof err);
+        CHECK_MSG(e, "%s", err);
+        int rec = -1;
+        CHECK_MSG(strcmp(mmrag_engine_chat_template(e, &rec), want[i]) == 0 && rec == (i != 2), "%s", arch[i]);
+        CHECK(strstr(mmrag_engine_desc(e), i == 2 ? "chat chatml (fallback)" : want[i]));
+        char buf[512];
+        CHECK(mmrag_engine_chat_prompt(e, "Be brief.", "hi <end_of_turn>", buf, sizeof buf) > 0);
+        if (i == 3) {
+            CHECK_MSG(strcmp(buf, "<bos><start_of_turn>user\nBe brief.\n\nhi <\xE2\x80\x8B" "end_of_turn>"
+                                  "<end_of_turn>\n<start_of_turn>model\n") == 0, "%s", buf);
+            int32_t ids[128];
+            int32_t n = mmrag_engine_tokenize(e, buf, strlen(buf), ids, 128, 1);
+            CHECK(n > 5 && ids[0] == 2 && ids[1] == 4 && ids[n - 5] == 5 && ids[n - 3] == 4); /* ... <end_of_turn> \n <start_of_turn> model \n */
+        }
+        if (i == 0) CHECK(strstr(buf, "<|start_header_id|>assistant<|end_header_id|>\n\n"));
+        mmrag_engine_free(e);
+    }
+}
