@@ -163,7 +163,9 @@ TEST(chat_templates) {
                                   "<end_of_turn>\n<start_of_turn>model\n") == 0, "%s", buf);
             int32_t ids[128];
             int32_t n = mmrag_engine_tokenize(e, buf, strlen(buf), ids, 128, 1);
-            CHECK(n > 5 && ids[0] == 2 && ids[1] == 4 && ids[n - 5] == 5 && ids[n - 3] == 4); /* ... <end_of_turn> \n <start_of_turn> model \n */
+            int starts = 0, ends = 0; /* the escaped marker in the content is not a token */
+            for (int32_t k = 0; k < n; k++) starts += ids[k] == 4, ends += ids[k] == 5;
+            CHECK(n > 5 && ids[0] == 2 && ids[1] == 4 && starts == 2 && ends == 1);
         }
         if (i == 0) CHECK(strstr(buf, "<|start_header_id|>assistant<|end_header_id|>\n\n"));
         mmrag_engine_free(e);
