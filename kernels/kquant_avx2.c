@@ -78,7 +78,6 @@ AVX2 void kern_kq_quantize_q8_K_avx2(const float *src, kern_block_q8_K *dst, int
 /* ---- Q5_0 / Q5_1 against q8_0 ---------------------------------------------------- */
 AVX2 float kern_kq_dot_q5_avx2(kern_type t, int64_t n, const void *w, const kern_block_q8_0 *y) {
     __m256 acc = _mm256_setzero_ps();
-    float macc = 0;
     const __m256i h16 = _mm256_set1_epi8(0x10);
     for (int64_t b = 0; b < n / KERN_QK; b++) {
         __m256i qy = _mm256_loadu_si256((const __m256i *)y[b].qs);
@@ -100,7 +99,7 @@ AVX2 float kern_kq_dot_q5_avx2(kern_type t, int64_t n, const void *w, const kern
             acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(x->m) * dy), _mm256_cvtepi32_ps(ys), acc);
         }
     }
-    return hsum8(acc) + macc;
+    return hsum8(acc);
 }
 
 /* ---- K-quants against q8_K --------------------------------------------------------- */
