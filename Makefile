@@ -158,10 +158,29 @@ $(BUILD)/golden/tiny_llama.gguf: scripts/golden_llama.py tests/data/golden/tiny_
 	@cd $(dir $@) && sha256sum -c --quiet $(abspath tests/data/golden/tiny_llama.gguf.sha256) \
 	  || { rm -f $@; echo "tiny_llama.gguf differs from its pinned sha256" >&2; exit 1; }
 
+# Dequantization reference for tests/test_kquants.c: random blocks of every quantized type
+# and what PyPI gguf's numpy dequantizers make of them (gguf lives in a cached venv made by
+# scripts/gguf-venv.sh; a test-time reference only, never a runtime dependency)
+$(BUILD)/golden/kquants.bin: scripts/golden_kquants.py scripts/gguf-venv.sh
+	@mkdir -p $(dir $@)
+	@PY=$$(scripts/gguf-venv.sh) && $$PY scripts/golden_kquants.py $@.tmp && mv $@.tmp $@
+
+# Tiny random llama3/qwen2/qwen3/gemma3 models (numpy, sha256-pinned like tiny_llama.gguf);
+# their PyTorch reference logits are committed in tests/data/golden/archs.json
+# (`scripts/golden_archs.py golden build/golden tests/data/golden/archs.json` remakes both)
+$(BUILD)/golden/.archs: scripts/golden_archs.py scripts/golden_llama.py tests/data/golden/tiny_archs.sha256
+	@mkdir -p $(dir $@)
+	@/usr/bin/python3 scripts/golden_archs.py gguf $(dir $@) >/dev/null
+	@cd $(dir $@) && sha256sum -c --quiet $(abspath tests/data/golden/tiny_archs.sha256) \
+	  || { echo "tiny architecture models differ from their pinned sha256" >&2; exit 1; }
+	@touch $@
+
+GOLDEN := $(BUILD)/golden/tiny_llama.gguf $(BUILD)/golden/kquants.bin $(BUILD)/golden/.archs
+
 # `make test` = deps + models + build + every tests/test_* binary; ends "N passed, N failed"
 test: deps
 	@$(MAKE) --no-print-directory models
-	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN) $(BUILD)/golden/tiny_llama.gguf
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN) $(GOLDEN)
 	@scripts/run-tests.sh $(BUILD) $(MODELS) $(TEST_BIN) $(TEST_SH)
 
 demo: deps

@@ -1,4 +1,4 @@
-/* engine — a GGUF llama-architecture language model: tokenizer, blocked KV cache
+/* engine — a GGUF decoder language model (llama, qwen2, qwen3, gemma3): tokenizer, blocked KV cache
  * (fp32 / fp16 / int4), forward pass on the shared kernels, sampling, JSON mode, stop
  * strings, streaming and latency statistics.
  *
@@ -66,8 +66,11 @@ struct mmrag_engine_params {
 };
 struct mmrag_engine_params mmrag_engine_default_params(void);
 
-/* Loads and validates the GGUF (llama architecture, F32/F16/BF16/Q8_0/Q4_0/Q4_1 tensors,
- * gpt2 BPE tokenizer). NULL + message in err on any failure. */
+/* Loads and validates the GGUF: architectures llama (incl. Llama 3 rope_freqs), qwen2,
+ * qwen3, gemma3; tensors F32/F16/BF16/Q8_0/Q4_0/Q4_1/Q5_0/Q5_1/Q2_K/Q3_K/Q4_K/Q5_K/Q6_K;
+ * byte-level BPE (gpt2) or SentencePiece (llama) tokenizer; chat template from
+ * tokenizer.chat_template. NULL + message in err on any failure (an unsupported
+ * architecture, tensor type or tokenizer is named, with the list of supported ones). */
 struct mmrag_engine *mmrag_engine_init_from_file(const char *path, struct mmrag_engine_params p,
                                                  char *err, size_t errlen);
 void mmrag_engine_free(struct mmrag_engine *e);
@@ -93,12 +96,19 @@ int32_t mmrag_engine_token_piece(const struct mmrag_engine *e, int32_t id, char 
                                  size_t buf_size);
 int32_t mmrag_engine_detokenize(const struct mmrag_engine *e, const int32_t *ids, int32_t n,
                                 char *buf, size_t buf_size);
-/* ChatML prompt (the SmolLM2 template): system (NULL = the model's default), user turn,
- * assistant opening. Special-token spellings inside system/user text are split by a
- * zero-width space, so content cannot open or close turns. Returns length or -(needed)
- * like token_piece. */
+/* Chat prompt in the model's format: system (NULL = none; ChatML models get SmolLM2's
+ * default), user turn, assistant opening, with the BOS token written out where the
+ * format starts with it (Llama 3, Gemma). Gemma has no system role: the system text opens
+ * the user turn. Special-token spellings inside system/user text are split by a zero-width
+ * space, so content cannot open or close turns. Returns length or -(needed) like
+ * token_piece. */
 int32_t mmrag_engine_chat_prompt(const struct mmrag_engine *e, const char *system,
                                  const char *user, char *buf, size_t buf_size);
+/* The format mmrag_engine_chat_prompt uses, recognized from tokenizer.chat_template:
+ * "chatml" (<|im_start|>: SmolLM2, Qwen), "llama3" (<|start_header_id|>) or "gemma"
+ * (<start_of_turn>). *recognized (may be NULL) is set to 0 when the file has no template or
+ * an unrecognized one: ChatML is then used and callers should warn. Static text. */
+const char *mmrag_engine_chat_template(const struct mmrag_engine *e, int *recognized);
 
 /* ---- sessions (one thread at a time each) ------------------------------------------ */
 struct mmrag_session *mmrag_session_create(struct mmrag_engine *e, char *err, size_t errlen);

@@ -1,6 +1,7 @@
-/* Llama forward pass over GGUF weights: loading and validation, the blocked KV cache
- * (fp32 / fp16 / int4), attention with sliding-window and local+global patterns, chunked
- * prefill and single-token decode, all on the shared kernels. */
+/* Decoder forward pass over GGUF weights (llama, qwen2, qwen3, gemma3; loaded by
+ * engine/load.c): the blocked KV cache (fp32 / fp16 / int4), attention with
+ * sliding-window and local+global patterns (per layer for gemma3), chunked prefill and
+ * single-token decode, all on the shared kernels. */
 #include "engine/engine_internal.h"
 
 #include <math.h>
@@ -17,182 +18,6 @@ static int set_err(struct mmrag_session *s, int rc, const char *fmt, ...) {
     return rc;
 }
 
-struct mmrag_engine_params mmrag_engine_default_params(void) {
-    struct mmrag_engine_params p;
-    memset(&p, 0, sizeof p);
-    return p;
-}
-
-/* ---- loading ------------------------------------------------------------------- */
-static const mf_tensor *need_tensor(const mf_gguf *f, const char *name, int64_t ne0, int64_t ne1,
-                                    char *err, size_t errlen) {
-    const mf_tensor *t = mf_gguf_find(f, name);
-    if (!t) {
-        snprintf(err, errlen, "engine: tensor %s missing", name);
-        return NULL;
-    }
-    int64_t e1 = t->n_dims > 1 ? t->shape[1] : 1;
-    if (t->shape[0] != ne0 || e1 != ne1 || t->shape[2] != 1 || t->shape[3] != 1) {
-        snprintf(err, errlen, "engine: tensor %s has shape [%lld, %lld], expected [%lld, %lld]",
-                 name, (long long)t->shape[0], (long long)e1, (long long)ne0, (long long)ne1);
-        return NULL;
-    }
-    switch (t->type) {
-    case KERN_F32: case KERN_F16: case KERN_BF16: case KERN_Q8_0: case KERN_Q4_0: case KERN_Q4_1:
-        return t;
-    default:
-        snprintf(err, errlen, "engine: tensor %s has unsupported type %d", name, (int)t->type);
-        return NULL;
-    }
-}
-
-static float *copy_f32(const mf_tensor *t, int64_t n) {
-    float *w = malloc((size_t)n * sizeof *w);
-    if (w) kern_to_f32((kern_type)t->type, t->data, w, n);
-    return w;
-}
-
-static int get_u32(const mf_gguf *f, const char *key, int32_t *out, int required, char *err,
-                   size_t errlen) {
-    uint32_t v;
-    if (mf_gguf_get_u32(f, key, &v) == 0 && v > 0 && v < (1u << 30)) {
-        *out = (int32_t)v;
-        return 0;
-    }
-    if (!required) return 0;
-    snprintf(err, errlen, "engine: metadata %s missing or invalid", key);
-    return -1;
-}
-
-struct mmrag_engine *mmrag_engine_init_from_file(const char *path, struct mmrag_engine_params p,
-                                                 char *err, size_t errlen) {
-    struct mmrag_engine *e = calloc(1, sizeof *e);
-    if (!e) {
-        snprintf(err, errlen, "engine: out of memory");
-        return NULL;
-    }
-    e->p = p;
-    if (mf_gguf_open(path, &e->gguf, err, errlen)) goto fail;
-    const mf_gguf *f = e->gguf;
-    const char *arch;
-    if (mf_gguf_get_str(f, "general.architecture", &arch, NULL)) {
-        snprintf(err, errlen, "engine: %s: general.architecture missing", path);
-        goto fail;
-    }
-    if (strcmp(arch, "llama") != 0) {
-        snprintf(err, errlen, "engine: %s: unsupported architecture \"%s\" (llama only)", path, arch);
-        goto fail;
-    }
-    e->n_ctx_train = 2048;
-    if (get_u32(f, "llama.embedding_length", &e->n_embd, 1, err, errlen) ||
-        get_u32(f, "llama.block_count", &e->n_layer, 1, err, errlen) ||
-        get_u32(f, "llama.feed_forward_length", &e->n_ff, 1, err, errlen) ||
-        get_u32(f, "llama.attention.head_count", &e->n_head, 1, err, errlen) ||
-        get_u32(f, "llama.context_length", &e->n_ctx_train, 0, err, errlen))
-        goto fail;
-    e->n_kv_head = e->n_head;
-    get_u32(f, "llama.attention.head_count_kv", &e->n_kv_head, 0, err, errlen);
-    if (e->n_embd % e->n_head || e->n_head % e->n_kv_head || (e->n_embd / e->n_head) % 2 ||
-        e->n_layer > 1024) {
-        snprintf(err, errlen, "engine: inconsistent hyper-parameters (embd %d, heads %d/%d)",
-                 e->n_embd, e->n_head, e->n_kv_head);
-        goto fail;
-    }
-    e->head_dim = e->n_embd / e->n_head;
-    e->n_rot = e->head_dim;
-    get_u32(f, "llama.rope.dimension_count", &e->n_rot, 0, err, errlen);
-    if (e->n_rot > e->head_dim || e->n_rot % 2) {
-        snprintf(err, errlen, "engine: rope.dimension_count %d invalid", e->n_rot);
-        goto fail;
-    }
-    e->eps = 1e-5f;
-    mf_gguf_get_f32(f, "llama.attention.layer_norm_rms_epsilon", &e->eps);
-    e->rope_base = 10000.0f;
-    mf_gguf_get_f32(f, "llama.rope.freq_base", &e->rope_base);
-    e->rope_freq_scale = 1.0f;
-    const char *rs_type;
-    float rs_factor;
-    if (mf_gguf_get_str(f, "llama.rope.scaling.type", &rs_type, NULL) == 0 &&
-        strcmp(rs_type, "linear") == 0 &&
-        mf_gguf_get_f32(f, "llama.rope.scaling.factor", &rs_factor) == 0 && rs_factor > 0)
-        e->rope_freq_scale = 1.0f / rs_factor;
-    if (engine_vocab_load(&e->vocab, f, err, errlen)) goto fail;
-    e->n_vocab = e->vocab.n_vocab;
-    int64_t D = e->n_embd, KV = (int64_t)e->n_kv_head * e->head_dim;
-    if (!(e->tok_embd = need_tensor(f, "token_embd.weight", D, e->n_vocab, err, errlen)) ||
-        !(e->out_norm = need_tensor(f, "output_norm.weight", D, 1, err, errlen)))
-        goto fail;
-    e->output = mf_gguf_find(f, "output.weight") ?
-        need_tensor(f, "output.weight", D, e->n_vocab, err, errlen) : e->tok_embd;
-    if (!e->output) goto fail;
-    e->layers = calloc((size_t)e->n_layer, sizeof *e->layers);
-    e->norm_w = calloc((size_t)e->n_layer * 2 + 1, sizeof *e->norm_w);
-    if (!e->layers || !e->norm_w) goto nomem;
-    for (int i = 0; i < e->n_layer; i++) {
-        engine_layer *L = &e->layers[i];
-        char nm[96];
-#define T(field, suffix, a, b)                                                  \
-        snprintf(nm, sizeof nm, "blk.%d." suffix ".weight", i);                 \
-        if (!(L->field = need_tensor(f, nm, a, b, err, errlen))) goto fail;
-        T(attn_norm, "attn_norm", D, 1)
-        T(wq, "attn_q", D, D)
-        T(wk, "attn_k", D, KV)
-        T(wv, "attn_v", D, KV)
-        T(wo, "attn_output", D, D)
-        T(ffn_norm, "ffn_norm", D, 1)
-        T(w_gate, "ffn_gate", D, e->n_ff)
-        T(w_up, "ffn_up", D, e->n_ff)
-        T(w_down, "ffn_down", e->n_ff, D)
-#undef T
-        if (!(e->norm_w[2 * i] = copy_f32(L->attn_norm, D)) ||
-            !(e->norm_w[2 * i + 1] = copy_f32(L->ffn_norm, D)))
-            goto nomem;
-    }
-    if (!(e->norm_w[2 * e->n_layer] = copy_f32(e->out_norm, D))) goto nomem;
-    if (e->p.n_ctx <= 0) e->p.n_ctx = e->n_ctx_train < 8192 ? e->n_ctx_train : 8192;
-    if (e->p.n_batch <= 0) e->p.n_batch = 512;
-    if (e->p.kv_block <= 0) e->p.kv_block = 64;
-    if (e->p.window <= 0) e->p.window = 1024;
-    if (e->p.n_global <= 0) e->p.n_global = 64;
-    if (e->p.sparse_random < 0 || e->p.sparse_random > 1) e->p.sparse_random = 0;
-    if (e->p.kv_type < 0 || e->p.kv_type > MMRAG_KV_INT4_CH || e->p.attn_mode < 0 ||
-        e->p.attn_mode > MMRAG_ATTN_SPARSE || e->p.n_ctx > (1 << 22)) {
-        snprintf(err, errlen, "engine: invalid parameters (kv_type %d, attn_mode %d, n_ctx %d)",
-                 e->p.kv_type, e->p.attn_mode, e->p.n_ctx);
-        goto fail;
-    }
-    if (e->p.n_ctx > e->n_ctx_train && e->p.rope_scaling != MMRAG_ROPE_NONE) {
-        float fac = e->p.rope_factor > 0 ? e->p.rope_factor : (float)e->p.n_ctx / (float)e->n_ctx_train;
-        if (e->p.rope_scaling == MMRAG_ROPE_LINEAR) e->rope_freq_scale /= fac;
-        else e->rope_base *= powf(fac, (float)e->n_rot / (float)(e->n_rot - 2)); /* NTK-aware */
-    }
-    snprintf(e->desc, sizeof e->desc, "llama %dL d%d %dh/%dkv ff%d vocab %d ctx %d (train %d)",
-             e->n_layer, e->n_embd, e->n_head, e->n_kv_head, e->n_ff, e->n_vocab, e->p.n_ctx,
-             e->n_ctx_train);
-    return e;
-nomem:
-    snprintf(err, errlen, "engine: out of memory");
-fail:
-    mmrag_engine_free(e);
-    return NULL;
-}
-
-void mmrag_engine_free(struct mmrag_engine *e) {
-    if (!e) return;
-    if (e->norm_w)
-        for (int i = 0; i <= 2 * e->n_layer; i++) free(e->norm_w[i]);
-    free(e->norm_w);
-    free(e->layers);
-    engine_vocab_free(&e->vocab);
-    mf_gguf_close(e->gguf);
-    free(e);
-}
-
-int32_t mmrag_engine_n_vocab(const struct mmrag_engine *e) { return e->n_vocab; }
-int32_t mmrag_engine_n_ctx(const struct mmrag_engine *e) { return e->p.n_ctx; }
-int32_t mmrag_engine_n_ctx_train(const struct mmrag_engine *e) { return e->n_ctx_train; }
-int32_t mmrag_engine_eos(const struct mmrag_engine *e) { return e->vocab.eos; }
-const char *mmrag_engine_desc(const struct mmrag_engine *e) { return e->desc; }
 
 static size_t block_bytes(const struct mmrag_engine *e, int kv_type, int B) {
     size_t n = (size_t)B * (size_t)e->n_kv_head * (size_t)e->head_dim;
@@ -232,13 +57,14 @@ struct mmrag_session *mmrag_session_create(struct mmrag_engine *e, char *err, si
     size_t nb = (size_t)s->n_batch;
     s->x = malloc(nb * e->n_embd * sizeof(float));
     s->h = malloc(nb * e->n_embd * sizeof(float));
-    s->q = malloc(nb * e->n_embd * sizeof(float));
-    s->att = malloc(nb * e->n_embd * sizeof(float));
+    s->q = malloc(nb * e->q_dim * sizeof(float));
+    s->att = malloc(nb * e->q_dim * sizeof(float));
     s->k = malloc(nb * s->kv_dim * sizeof(float));
     s->v = malloc(nb * s->kv_dim * sizeof(float));
     s->gate = malloc(nb * e->n_ff * sizeof(float));
     s->up = malloc(nb * e->n_ff * sizeof(float));
-    s->rope = malloc(nb * (size_t)(e->n_rot > 1 ? e->n_rot : 2) * sizeof(float));
+    /* two angle tables: global layers, then gemma3's local layers (their own base) */
+    s->rope = malloc(2 * nb * (size_t)(e->n_rot > 1 ? e->n_rot : 2) * sizeof(float));
     s->logits = calloc((size_t)e->n_vocab, sizeof(float));
     int group = e->n_head / e->n_kv_head;
     size_t rmax = (size_t)16 * group; /* ATT_QT query rows x heads per group */
@@ -409,11 +235,23 @@ static int random_block(const struct mmrag_engine *e, int64_t kp, int64_t qp) {
     return (double)(z >> 11) * 0x1.0p-53 < e->p.sparse_random;
 }
 
-static int key_visible(const struct mmrag_engine *e, int64_t kp, int64_t qp) {
+/* The attention pattern of one layer: the session's (e->p), except gemma3's local layers,
+ * which slide over their own window (or the session's, when it slides over fewer). */
+typedef struct { int mode, window; } attn_pat;
+static attn_pat layer_pattern(const struct mmrag_engine *e, int l) {
+    attn_pat p = {e->p.attn_mode, e->p.window};
+    if (!engine_arch_is_local(e, l)) return p;
+    p.mode = MMRAG_ATTN_SLIDING;
+    p.window = e->p.attn_mode == MMRAG_ATTN_SLIDING && e->p.window < e->swa_window ? e->p.window
+                                                                                  : e->swa_window;
+    return p;
+}
+
+static int key_visible(const struct mmrag_engine *e, attn_pat pat, int64_t kp, int64_t qp) {
     if (kp > qp) return 0;
-    if (e->p.attn_mode == MMRAG_ATTN_FULL) return 1;
-    if (kp > qp - e->p.window) return 1;
-    if (e->p.attn_mode != MMRAG_ATTN_SPARSE) return 0;
+    if (pat.mode == MMRAG_ATTN_FULL) return 1;
+    if (kp > qp - pat.window) return 1;
+    if (pat.mode != MMRAG_ATTN_SPARSE) return 0;
     return kp < e->p.n_global || (e->p.sparse_random > 0 && random_block(e, kp, qp));
 }
 
@@ -422,6 +260,7 @@ typedef struct {
     const kv_layer *L;
     int64_t p0;
     int n, nsplit;
+    attn_pat pat;
 } attn_ctx;
 
 #define ATT_QT 16 /* queries per attention task */
@@ -429,10 +268,10 @@ typedef struct {
 /* Keys of block [k0, k0+kn) that some row of the tile (positions qfirst..) cannot see:
  * then scores are masked element by element. Full attention masks only the causal
  * diagonal; the other patterns mask wherever a key is not plainly visible to all. */
-static int block_needs_mask(const struct mmrag_engine *e, int64_t k0, int kn, int64_t qfirst) {
+static int block_needs_mask(attn_pat pat, int64_t k0, int kn, int64_t qfirst) {
     if (k0 + kn - 1 > qfirst) return 1;
-    if (e->p.attn_mode == MMRAG_ATTN_FULL) return 0;
-    return k0 <= qfirst + ATT_QT - e->p.window; /* may fall out of some row's window */
+    if (pat.mode == MMRAG_ATTN_FULL) return 0;
+    return k0 <= qfirst + ATT_QT - pat.window; /* may fall out of some row's window */
 }
 
 /* Running online-softmax state of R rows: m, l [R], acc [R][hd]. */
@@ -449,9 +288,9 @@ static void attn_block(const attn_ctx *c, int b, int g, const float *qg, int R, 
     int64_t k0 = (int64_t)b * B;
     int kn = (int)(k0 + B - 1 < qlast ? B : qlast - k0 + 1);
     /* skip blocks no query of the tile can see */
-    if (e->p.attn_mode != MMRAG_ATTN_FULL &&
-        !(e->p.attn_mode == MMRAG_ATTN_SPARSE && (k0 < e->p.n_global || e->p.sparse_random > 0)) &&
-        k0 + kn - 1 <= qfirst - e->p.window)
+    if (c->pat.mode != MMRAG_ATTN_FULL &&
+        !(c->pat.mode == MMRAG_ATTN_SPARSE && (k0 < e->p.n_global || e->p.sparse_random > 0)) &&
+        k0 + kn - 1 <= qfirst - c->pat.window)
         return;
     const float *kp, *vp;
     int stride;
@@ -464,12 +303,12 @@ static void attn_block(const attn_ctx *c, int b, int g, const float *qg, int R, 
         stride = s->kv_dim;
     }
     kern_attn_scores(qg, hd, R, kp, stride, kn, hd, 1.0f / sqrtf((float)hd), sc, B);
-    if (block_needs_mask(e, k0, kn, qfirst))
+    if (block_needs_mask(c->pat, k0, kn, qfirst))
         for (int r = 0; r < R; r++) {
             int64_t qp = qfirst + r / group;
             float *row = sc + (size_t)r * B;
             for (int t = 0; t < kn; t++)
-                if (!key_visible(e, k0 + t, qp)) row[t] = -INFINITY;
+                if (!key_visible(e, c->pat, k0 + t, qp)) row[t] = -INFINITY;
         }
     kern_attn_update(sc, B, R, kn, vp, stride, hd, st.m, st.l, st.acc, hd);
 }
@@ -493,7 +332,7 @@ static void attn_task(void *vctx, int64_t begin, int64_t end, int thread) {
         int nq = c->n - i0 < ATT_QT ? c->n - i0 : ATT_QT, R = nq * group;
         int64_t qlast = c->p0 + i0 + nq - 1, qfirst = c->p0 + i0;
         for (int i = 0; i < nq; i++)
-            memcpy(qg + (size_t)i * group * hd, s->q + (size_t)(i0 + i) * e->n_embd + (size_t)g * group * hd,
+            memcpy(qg + (size_t)i * group * hd, s->q + (size_t)(i0 + i) * e->q_dim + (size_t)g * group * hd,
                    (size_t)group * hd * sizeof *qg);
         for (int r = 0; r < R; r++) { mx[r] = -INFINITY; sum[r] = 0; }
         memset(acc, 0, (size_t)R * hd * sizeof *acc);
@@ -501,7 +340,7 @@ static void attn_task(void *vctx, int64_t begin, int64_t end, int thread) {
         for (int b = 0; b <= (int)(qlast / B); b++)
             attn_block(c, b, g, qg, R, qfirst, qlast, kd, vd, sc, st);
         for (int i = 0; i < nq; i++) {
-            float *out = s->att + (size_t)(i0 + i) * e->n_embd + (size_t)g * group * hd;
+            float *out = s->att + (size_t)(i0 + i) * e->q_dim + (size_t)g * group * hd;
             for (int h = 0; h < group; h++) {
                 int r = i * group + h;
                 float inv = sum[r] > 0 ? 1.0f / sum[r] : 0.0f;
@@ -542,11 +381,11 @@ static void attn_task_decode(void *vctx, int64_t begin, int64_t end, int thread)
 }
 
 /* Attention of the chunk's n queries (s->q) into s->att. */
-static void attention(struct mmrag_session *s, const kv_layer *L, int64_t p0, int n) {
+static void attention(struct mmrag_session *s, const kv_layer *L, attn_pat pat, int64_t p0, int n) {
     const struct mmrag_engine *e = s->e;
     int group = e->n_head / e->n_kv_head, hd = e->head_dim;
     if (n > 1 || e->n_kv_head > ENGINE_ATT_MAXKV) {
-        attn_ctx ac = {s, L, p0, n, 1};
+        attn_ctx ac = {s, L, p0, n, 1, pat};
         kern_pool_run(s->pool, (int64_t)e->n_kv_head * ((n + ATT_QT - 1) / ATT_QT), 1, attn_task, &ac);
         return;
     }
@@ -555,7 +394,7 @@ static void attention(struct mmrag_session *s, const kv_layer *L, int64_t p0, in
     if (nsplit > nb / 2) nsplit = nb / 2;
     if (s->n_threads == 1 || nsplit < 1) nsplit = 1;
     if (nsplit > ENGINE_ATT_SPLIT) nsplit = ENGINE_ATT_SPLIT;
-    attn_ctx ac = {s, L, p0, 1, nsplit};
+    attn_ctx ac = {s, L, p0, 1, nsplit, pat};
     kern_pool_run(s->pool, nsplit, 1, attn_task_decode, &ac);
     for (int g = 0; g < e->n_kv_head; g++) {
         const float *pp = s->part + (size_t)g * ENGINE_ATT_SPLIT * group * (hd + 2);
@@ -564,52 +403,115 @@ static void attention(struct mmrag_session *s, const kv_layer *L, int64_t p0, in
     }
 }
 
+/* Token embeddings of the chunk into s->x (gemma3: scaled by sqrt(n_embd)). */
+static void embed(struct mmrag_session *s, const int32_t *ids, int n) {
+    const struct mmrag_engine *e = s->e;
+    int D = e->n_embd;
+    size_t erow = kern_type_row_bytes((kern_type)e->tok_embd->type, D);
+    for (int i = 0; i < n; i++) {
+        float *x = s->x + (size_t)i * D;
+        kern_to_f32((kern_type)e->tok_embd->type, (const char *)e->tok_embd->data + erow * ids[i], x, D);
+        if (e->embd_scale > 0)
+            for (int d = 0; d < D; d++) x[d] *= e->embd_scale;
+    }
+}
+
+/* Rotary angles once per position, shared by every layer's q and k: rows [0, n) of
+ * s->rope for global layers, rows [n_batch, n_batch + n) for gemma3's local layers. */
+static void rope_tables(struct mmrag_session *s, int n, int nrot) {
+    const struct mmrag_engine *e = s->e;
+    int half = nrot / 2;
+    for (int i = 0; i < n; i++) {
+        float *g = s->rope + (size_t)i * nrot;
+        kern_rope_angles_ff(nrot, s->n_past + i, e->rope_base, e->rope_freq_scale, e->rope_freqs, g, g + half);
+        if (e->swa_window > 0) {
+            float *lc = s->rope + (size_t)(s->n_batch + i) * nrot;
+            kern_rope_angles(nrot, s->n_past + i, e->rope_base_local, 1.0f, lc, lc + half);
+        }
+    }
+}
+
+/* RMSNorm of every head (hd values) of n rows of `heads` heads (row stride heads·hd) */
+static void head_norm(float *x, int n, int heads, int hd, const float *w, float eps) {
+    for (int64_t r = 0; r < (int64_t)n * heads; r++) kern_rmsnorm(x + r * hd, x + r * hd, hd, w, eps);
+}
+
+static void linear(struct mmrag_session *s, const float *X, int n, int64_t in, const mf_tensor *W,
+                   const float *bias, int64_t out, float *Y) {
+    kern_linear(s->pool, X, n, in, W->data, (kern_type)W->type, bias, out, Y);
+}
+
+/* Attention block of layer l for the chunk's n rows: x += [post-norm](wo · attn(q, k, v)). */
+static int attn_layer(struct mmrag_session *s, int l, int n, int nrot) {
+    const struct mmrag_engine *e = s->e;
+    const engine_layer *W = &e->layers[l];
+    kv_layer *L = &s->kv[l];
+    int D = e->n_embd, KV = s->kv_dim, Q = e->q_dim, hd = e->head_dim, half = nrot / 2;
+    int64_t p0 = s->n_past;
+    for (int i = 0; i < n; i++)
+        kern_rmsnorm(s->x + (size_t)i * D, s->h + (size_t)i * D, D, e->norm_w[2 * l], e->eps);
+    linear(s, s->h, n, D, W->wq, W->bq, Q, s->q);
+    linear(s, s->h, n, D, W->wk, W->bk, KV, s->k);
+    linear(s, s->h, n, D, W->wv, W->bv, KV, s->v);
+    if (W->q_norm) head_norm(s->q, n, e->n_head, hd, W->q_norm, e->eps);
+    if (W->k_norm) head_norm(s->k, n, e->n_kv_head, hd, W->k_norm, e->eps);
+    const float *rope = s->rope + (W->local ? (size_t)s->n_batch * nrot : 0);
+    for (int i = 0; i < n; i++) {
+        int64_t pos = p0 + i;
+        const float *cs = rope + (size_t)i * nrot;
+        kern_rope_apply(s->q + (size_t)i * Q, e->n_head, hd, nrot, cs, cs + half, e->rope_neox);
+        kern_rope_apply(s->k + (size_t)i * KV, e->n_kv_head, hd, nrot, cs, cs + half, e->rope_neox);
+        int slot = (int)(pos % s->B);
+        memcpy(L->kstage + (size_t)slot * KV, s->k + (size_t)i * KV, KV * sizeof(float));
+        memcpy(L->vstage + (size_t)slot * KV, s->v + (size_t)i * KV, KV * sizeof(float));
+        if (slot == s->B - 1 && finalize_block(s, L, (int)(pos / s->B)))
+            return set_err(s, MMRAG_ENGINE_NOMEM, "engine: out of memory for the KV cache");
+    }
+    /* attention reads completed blocks from the cache, the rest from the stage; a
+     * chunk that crossed a block boundary has its earlier tokens in completed blocks */
+    attention(s, L, layer_pattern(e, l), p0, n);
+    linear(s, s->att, n, Q, W->wo, NULL, D, s->h);
+    if (W->post_attn_norm)
+        for (int i = 0; i < n; i++)
+            kern_rmsnorm(s->h + (size_t)i * D, s->h + (size_t)i * D, D, W->post_attn_norm, e->eps);
+    kern_add(s->x, s->h, (int64_t)n * D);
+    return 0;
+}
+
+/* Feed-forward block of layer l: x += [post-norm](down · act(gate) ⊙ up). */
+static void ffn_layer(struct mmrag_session *s, int l, int n) {
+    const struct mmrag_engine *e = s->e;
+    const engine_layer *W = &e->layers[l];
+    int D = e->n_embd, FF = e->n_ff;
+    for (int i = 0; i < n; i++)
+        kern_rmsnorm(s->x + (size_t)i * D, s->h + (size_t)i * D, D, e->norm_w[2 * l + 1], e->eps);
+    linear(s, s->h, n, D, W->w_gate, NULL, FF, s->gate);
+    linear(s, s->h, n, D, W->w_up, NULL, FF, s->up);
+    if (e->ffn_gelu) {
+        kern_gelu_tanh(s->gate, (int64_t)n * FF);
+        for (int64_t i = 0; i < (int64_t)n * FF; i++) s->gate[i] *= s->up[i];
+    } else {
+        kern_swiglu(s->gate, s->up, s->gate, (int64_t)n * FF);
+    }
+    linear(s, s->gate, n, FF, W->w_down, NULL, D, s->h);
+    if (W->post_ffn_norm)
+        for (int i = 0; i < n; i++)
+            kern_rmsnorm(s->h + (size_t)i * D, s->h + (size_t)i * D, D, W->post_ffn_norm, e->eps);
+    kern_add(s->x, s->h, (int64_t)n * D);
+}
+
 /* Runs n tokens (n <= n_batch) at positions n_past.. through the model. out_logits:
  * NULL = logits of the last token into s->logits; else all rows [n][vocab]. */
 static int forward_chunk(struct mmrag_session *s, const int32_t *ids, int n, float *all) {
     const struct mmrag_engine *e = s->e;
-    int D = e->n_embd, KV = s->kv_dim, FF = e->n_ff;
-    int64_t p0 = s->n_past;
-    size_t erow = kern_type_row_bytes((kern_type)e->tok_embd->type, D);
-    for (int i = 0; i < n; i++)
-        kern_to_f32((kern_type)e->tok_embd->type, (const char *)e->tok_embd->data + erow * ids[i],
-                    s->x + (size_t)i * D, D);
-    /* rotary angles once per position, shared by every layer's q and k */
-    int nrot = (e->n_rot < e->head_dim ? e->n_rot : e->head_dim) & ~1, half = nrot / 2;
-    for (int i = 0; i < n; i++)
-        kern_rope_angles(nrot, p0 + i, e->rope_base, e->rope_freq_scale, s->rope + (size_t)i * nrot,
-                         s->rope + (size_t)i * nrot + half);
+    int D = e->n_embd;
+    int nrot = (e->n_rot < e->head_dim ? e->n_rot : e->head_dim) & ~1;
+    embed(s, ids, n);
+    rope_tables(s, n, nrot);
     for (int l = 0; l < e->n_layer; l++) {
-        const engine_layer *W = &e->layers[l];
-        kv_layer *L = &s->kv[l];
-        for (int i = 0; i < n; i++)
-            kern_rmsnorm(s->x + (size_t)i * D, s->h + (size_t)i * D, D, e->norm_w[2 * l], e->eps);
-        kern_linear(s->pool, s->h, n, D, W->wq->data, (kern_type)W->wq->type, NULL, D, s->q);
-        kern_linear(s->pool, s->h, n, D, W->wk->data, (kern_type)W->wk->type, NULL, KV, s->k);
-        kern_linear(s->pool, s->h, n, D, W->wv->data, (kern_type)W->wv->type, NULL, KV, s->v);
-        for (int i = 0; i < n; i++) {
-            int64_t pos = p0 + i;
-            const float *cs = s->rope + (size_t)i * nrot;
-            kern_rope_apply(s->q + (size_t)i * D, e->n_head, e->head_dim, nrot, cs, cs + half, 0);
-            kern_rope_apply(s->k + (size_t)i * KV, e->n_kv_head, e->head_dim, nrot, cs, cs + half, 0);
-            int slot = (int)(pos % s->B);
-            memcpy(L->kstage + (size_t)slot * KV, s->k + (size_t)i * KV, KV * sizeof(float));
-            memcpy(L->vstage + (size_t)slot * KV, s->v + (size_t)i * KV, KV * sizeof(float));
-            if (slot == s->B - 1 && finalize_block(s, L, (int)(pos / s->B)))
-                return set_err(s, MMRAG_ENGINE_NOMEM, "engine: out of memory for the KV cache");
-        }
-        /* attention reads completed blocks from the cache, the rest from the stage; a
-         * chunk that crossed a block boundary has its earlier tokens in completed blocks */
-        attention(s, L, p0, n);
-        kern_linear(s->pool, s->att, n, D, W->wo->data, (kern_type)W->wo->type, NULL, D, s->h);
-        kern_add(s->x, s->h, (int64_t)n * D);
-        for (int i = 0; i < n; i++)
-            kern_rmsnorm(s->x + (size_t)i * D, s->h + (size_t)i * D, D, e->norm_w[2 * l + 1], e->eps);
-        kern_linear(s->pool, s->h, n, D, W->w_gate->data, (kern_type)W->w_gate->type, NULL, FF, s->gate);
-        kern_linear(s->pool, s->h, n, D, W->w_up->data, (kern_type)W->w_up->type, NULL, FF, s->up);
-        kern_swiglu(s->gate, s->up, s->gate, (int64_t)n * FF);
-        kern_linear(s->pool, s->gate, n, FF, W->w_down->data, (kern_type)W->w_down->type, NULL, D, s->h);
-        kern_add(s->x, s->h, (int64_t)n * D);
+        int rc = attn_layer(s, l, n, nrot);
+        if (rc) return rc;
+        ffn_layer(s, l, n);
     }
     int first = all ? 0 : n - 1;
     for (int i = first; i < n; i++)

@@ -1,7 +1,8 @@
-/* Byte-level BPE tokenizer built from GGUF metadata (tokenizer.ggml.model = "gpt2"):
- * GPT-2 byte<->unicode map, ranked merges, the GPT-2 split rules written out by hand
- * (plus the per-digit split of smollm/starcoder-style pre-tokenizers), and control tokens
- * matched in the raw text before BPE. */
+/* Tokenizers built from GGUF metadata. Byte-level BPE (tokenizer.ggml.model = "gpt2"):
+ * GPT-2 byte<->unicode map, ranked merges, the split rules of the GPT-2, Llama 3 and Qwen2
+ * pre-tokenizers written out by hand (plus the per-digit split of smollm/starcoder-style
+ * ones). SentencePiece ("llama": Gemma, Llama 2) lives in engine/tokenizer_spm.c. Control
+ * tokens are matched in the raw text before either. */
 #include "engine/engine_internal.h"
 
 #include <stdio.h>
@@ -117,15 +118,21 @@ static int cmp_special(const void *a, const void *b, void *ctx) {
     return la < lb ? 1 : la > lb ? -1 : 0;
 }
 
+static int load_bpe(engine_vocab *v, const mf_gguf *f, size_t total, char *err, size_t errlen);
+static void load_pre(engine_vocab *v, const mf_gguf *f);
+
 int engine_vocab_load(engine_vocab *v, const mf_gguf *f, char *err, size_t errlen) {
     memset(v, 0, sizeof *v);
-    const char *model;
-    if (mf_gguf_get_str(f, "tokenizer.ggml.model", &model, NULL) || strcmp(model, "gpt2") != 0) {
-        snprintf(err, errlen, "engine: tokenizer.ggml.model must be \"gpt2\" (byte-level BPE)");
+    const char *model = "(missing)";
+    mf_gguf_get_str(f, "tokenizer.ggml.model", &model, NULL);
+    if (strcmp(model, "gpt2") != 0 && strcmp(model, "llama") != 0) {
+        snprintf(err, errlen, "engine: tokenizer.ggml.model \"%.40s\" not supported (supported: gpt2 = "
+                 "byte-level BPE, llama = SentencePiece)", model);
         return -1;
     }
+    v->spm = strcmp(model, "llama") == 0;
     int32_t et;
-    uint64_t n, nm = 0;
+    uint64_t n;
     if (mf_gguf_get_arr(f, "tokenizer.ggml.tokens", &et, &n, NULL) || et != MF_GGUF_STRING ||
         n == 0 || n > (1u << 24)) {
         snprintf(err, errlen, "engine: tokenizer.ggml.tokens missing or not strings");
@@ -155,6 +162,47 @@ int engine_vocab_load(engine_vocab *v, const mf_gguf *f, char *err, size_t errle
         total += len;
         put_hash(v, (int32_t)i);
     }
+    if (v->spm ? engine_spm_load(v, f, err, errlen) : load_bpe(v, f, total, err, errlen)) goto fail;
+    /* control and user-defined tokens are matched literally in prompts */
+    v->special = malloc((size_t)v->n_vocab * sizeof *v->special);
+    if (!v->special) goto nomem;
+    for (int32_t i = 0; i < v->n_vocab; i++)
+        if ((v->type[i] == 3 || v->type[i] == 4) && v->text[i][0]) v->special[v->n_special++] = i;
+    qsort_r(v->special, (size_t)v->n_special, sizeof *v->special, cmp_special, v);
+    load_pre(v, f);
+    uint32_t u;
+    v->bos = mf_gguf_get_u32(f, "tokenizer.ggml.bos_token_id", &u) == 0 && u < n ? (int32_t)u : -1;
+    v->eos = mf_gguf_get_u32(f, "tokenizer.ggml.eos_token_id", &u) == 0 && u < n ? (int32_t)u : -1;
+    static const char *const eot[] = {"<|im_end|>", "<|eot_id|>", "<end_of_turn>"};
+    v->eot = -1;
+    for (size_t i = 0; i < sizeof eot / sizeof *eot && v->eot < 0; i++)
+        v->eot = engine_vocab_find(v, eot[i], strlen(eot[i]));
+    if (v->eot < 0) v->eot = v->eos;
+    return 0;
+nomem:
+    snprintf(err, errlen, "engine: out of memory loading the vocabulary");
+fail:
+    engine_vocab_free(v);
+    return -1;
+}
+
+static void load_pre(engine_vocab *v, const mf_gguf *f) {
+    const char *pre = "default";
+    mf_gguf_get_str(f, "tokenizer.ggml.pre", &pre, NULL);
+    static const char *const digit_pre[] = {"smollm", "starcoder", "refact", "command-r",
+                                            "codeshell", "exaone", "minerva"};
+    for (size_t i = 0; i < sizeof digit_pre / sizeof *digit_pre; i++)
+        if (strcmp(pre, digit_pre[i]) == 0) v->digits_split = 1;
+    if (strcmp(pre, "llama-bpe") == 0 || strcmp(pre, "llama3") == 0 || strcmp(pre, "smaug-bpe") == 0)
+        v->pre = ENGINE_PRE_LLAMA3;
+    else if (strcmp(pre, "qwen2") == 0 || strcmp(pre, "deepseek-r1-qwen") == 0)
+        v->pre = ENGINE_PRE_QWEN2;
+}
+
+/* gpt2 BPE: token bytes through the byte<->code point map, and the ranked merges */
+static int load_bpe(engine_vocab *v, const mf_gguf *f, size_t total, char *err, size_t errlen) {
+    int32_t et;
+    uint64_t nm = 0;
     /* decoded bytes of each token: normal tokens map code points back to bytes */
     int cp2byte[512];
     for (int i = 0; i < 512; i++) cp2byte[i] = -1;
@@ -188,9 +236,9 @@ int engine_vocab_load(engine_vocab *v, const mf_gguf *f, char *err, size_t errle
     /* merges: "left right" -> rank; stored by the ids of both halves */
     if (mf_gguf_get_arr(f, "tokenizer.ggml.merges", &et, &nm, NULL) == 0 && et != MF_GGUF_STRING) {
         snprintf(err, errlen, "engine: tokenizer.ggml.merges is not a string array");
-        goto fail;
+        return -1;
     }
-    hs = 1;
+    uint32_t hs = 1;
     while (hs < 2 * nm + 2) hs <<= 1;
     v->merges = malloc(hs * sizeof *v->merges);
     v->merge_mask = hs - 1;
@@ -214,28 +262,9 @@ int engine_vocab_load(engine_vocab *v, const mf_gguf *f, char *err, size_t errle
         if (slot->id >= 0) continue;
         *slot = (engine_merge){key, (int32_t)r, ab};
     }
-    /* control and user-defined tokens are matched literally in prompts */
-    v->special = malloc((size_t)v->n_vocab * sizeof *v->special);
-    if (!v->special) goto nomem;
-    for (int32_t i = 0; i < v->n_vocab; i++)
-        if ((v->type[i] == 3 || v->type[i] == 4) && v->text[i][0]) v->special[v->n_special++] = i;
-    qsort_r(v->special, (size_t)v->n_special, sizeof *v->special, cmp_special, v);
-    const char *pre = "default";
-    mf_gguf_get_str(f, "tokenizer.ggml.pre", &pre, NULL);
-    static const char *const digit_pre[] = {"smollm", "starcoder", "refact", "command-r",
-                                            "codeshell", "exaone", "minerva"};
-    for (size_t i = 0; i < sizeof digit_pre / sizeof *digit_pre; i++)
-        if (strcmp(pre, digit_pre[i]) == 0) v->digits_split = 1;
-    uint32_t u;
-    v->bos = mf_gguf_get_u32(f, "tokenizer.ggml.bos_token_id", &u) == 0 && u < n ? (int32_t)u : -1;
-    v->eos = mf_gguf_get_u32(f, "tokenizer.ggml.eos_token_id", &u) == 0 && u < n ? (int32_t)u : -1;
-    v->eot = engine_vocab_find(v, "<|im_end|>", 10);
-    if (v->eot < 0) v->eot = v->eos;
     return 0;
 nomem:
     snprintf(err, errlen, "engine: out of memory loading the vocabulary");
-fail:
-    engine_vocab_free(v);
     return -1;
 }
 
@@ -247,6 +276,7 @@ void engine_vocab_free(engine_vocab *v) {
     free(v->hash);
     free(v->merges);
     free(v->special);
+    free(v->scores);
     memset(v, 0, sizeof *v);
 }
 
@@ -330,8 +360,59 @@ static void split_gpt2(const engine_vocab *v, const unsigned char *text, const c
 #undef OFF
 }
 
+static int is_nl(uint32_t cp) { return cp == '\r' || cp == '\n'; }
+
+/* end of the match of Llama 3's / Qwen2's split regex at c[i] (maxdig: 3 or 1):
+ * (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,maxdig}|
+ *  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static size_t match_llama3(const cpinfo *c, size_t n, size_t i, int maxdig) {
+    if (c[i].cp == '\'' && i + 1 < n) {
+        static const char *const suf[] = {"re", "ve", "ll", "s", "t", "m", "d"};
+        for (int si = 0; si < 7; si++) {
+            size_t L = strlen(suf[si]), q = 0;
+            while (q < L && i + 1 + q < n && (c[i + 1 + q].cp | 32) == (unsigned char)suf[si][q]) q++;
+            if (q == L) return i + 1 + L;
+        }
+    }
+    size_t k = i;
+    if (c[i].cl != CL_LETTER && c[i].cl != CL_NUMBER && !is_nl(c[i].cp) && i + 1 < n &&
+        c[i + 1].cl == CL_LETTER)
+        k = i + 1;
+    if (c[k].cl == CL_LETTER) {
+        while (k < n && c[k].cl == CL_LETTER) k++;
+        return k;
+    }
+    if (c[i].cl == CL_NUMBER) {
+        for (k = i; k < n && k - i < (size_t)maxdig && c[k].cl == CL_NUMBER;) k++;
+        return k;
+    }
+    size_t j = c[i].cp == ' ' && i + 1 < n ? i + 1 : i;
+    if (c[j].cl == CL_OTHER) {
+        for (k = j; k < n && c[k].cl == CL_OTHER;) k++;
+        while (k < n && is_nl(c[k].cp)) k++;
+        return k;
+    }
+    /* whitespace: up to the run's last newline, else all but the space before a word */
+    for (k = i; k < n && c[k].cl == CL_SPACE;) k++;
+    for (size_t q = k; q > i; q--)
+        if (is_nl(c[q - 1].cp)) return q;
+    if (k < n && k - i > 1) return k - 1;
+    return k > i ? k : i + 1;
+}
+
+static void split_llama3(const engine_vocab *v, const unsigned char *text, const cpinfo *c,
+                         size_t n, size_t end_off, id_out *o, int32_t *sym) {
+    int maxdig = v->pre == ENGINE_PRE_QWEN2 ? 1 : 3;
+    for (size_t i = 0; i < n;) {
+        size_t k = match_llama3(c, n, i, maxdig);
+        bpe_piece(v, text + c[i].off, (k < n ? c[k].off : end_off) - c[i].off, o, sym);
+        i = k;
+    }
+}
+
 static int encode_plain(const engine_vocab *v, const unsigned char *s, size_t len, id_out *o) {
     if (len == 0) return 0;
+    if (v->spm) return engine_spm_encode(v, s, len, 1, o->ids, &o->n, o->max);
     cpinfo *c = malloc(len * sizeof *c);
     int32_t *sym = malloc(len * sizeof *sym);
     if (!c || !sym) { free(c); free(sym); return -1; }
@@ -345,7 +426,9 @@ static int encode_plain(const engine_vocab *v, const unsigned char *s, size_t le
         n++;
         k += (size_t)l;
     }
-    if (!v->digits_split) {
+    if (v->pre != ENGINE_PRE_GPT2) {
+        split_llama3(v, s, c, n, len, o, sym);
+    } else if (!v->digits_split) {
         split_gpt2(v, s, c, n, len, o, sym);
     } else { /* every number character is its own piece; the rest split by GPT-2 rules */
         size_t a = 0;
@@ -433,43 +516,7 @@ int32_t mmrag_engine_detokenize(const struct mmrag_engine *e, const int32_t *ids
     return (int32_t)total;
 }
 
-typedef struct { char *buf; size_t cap, n; } text_out;
-static void put(text_out *o, const char *src, size_t n) {
-    if (o->buf && o->n + n < o->cap) memcpy(o->buf + o->n, src, n);
-    o->n += n;
-}
-static void put_str(text_out *o, const char *s) { put(o, s, strlen(s)); }
-
-/* Content (system text, a user's question, retrieved document text) goes in with every
- * special-token spelling split by a zero-width space: a PDF that says "<|im_end|>" must
- * not end the turn and start one of its own (prompt injection). */
-static void put_content(text_out *o, const engine_vocab *v, const char *text) {
-    const unsigned char *s = (const unsigned char *)text;
-    size_t len = strlen(text), start = 0;
-    for (size_t i = 0; i < len; i++) {
-        int32_t id;
-        if (!match_special(v, s + i, len - i, &id)) continue;
-        put(o, text + start, i + 1 - start);
-        put(o, "\xE2\x80\x8B", 3);
-        start = i + 1;
-    }
-    put(o, text + start, len - start);
-}
-
-int32_t mmrag_engine_chat_prompt(const struct mmrag_engine *e, const char *system,
-                                 const char *user, char *buf, size_t buf_size) {
-    if (!system) system = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
-    text_out o = {buf, buf_size, 0};
-    put_str(&o, "<|im_start|>system\n");
-    put_content(&o, &e->vocab, system);
-    put_str(&o, "<|im_end|>\n<|im_start|>user\n");
-    put_content(&o, &e->vocab, user ? user : "");
-    put_str(&o, "<|im_end|>\n<|im_start|>assistant\n");
-    if (o.n > INT32_MAX - 1) return INT32_MIN;
-    if (o.n + 1 > buf_size) {
-        if (buf && buf_size) buf[0] = 0;
-        return -(int32_t)(o.n + 1);
-    }
-    buf[o.n] = 0;
-    return (int32_t)o.n;
+size_t engine_vocab_match_special(const engine_vocab *v, const unsigned char *s, size_t len,
+                                  int32_t *id) {
+    return match_special(v, s, len, id);
 }

@@ -31,6 +31,12 @@ float kern_dot_q4_0_q8_0(int64_t n, const kern_block_q4_0 *x, const kern_block_q
 float kern_dot_q4_1_q8_0(int64_t n, const kern_block_q4_1 *x, const kern_block_q8_0 *y) {
     return kern_ops_get()->dot_q4_1_q8_0(n, x, y);
 }
+float kern_dot_kq(kern_type t, int64_t n, const void *w, const kern_block_q8_K *y) {
+    return kern_ops_get()->dot_kq(t, n, w, y);
+}
+float kern_dot_q5_q8_0(kern_type t, int64_t n, const void *w, const kern_block_q8_0 *y) {
+    return kern_ops_get()->dot_q5_q8_0(t, n, w, y);
+}
 float kern_dot_f32(int64_t n, const float *x, const float *y) {
     return kern_ops_get()->dot_f32(n, x, y);
 }
@@ -52,11 +58,24 @@ void kern_add(float *y, const float *x, int64_t n) { kern_ops_get()->add(y, x, n
 
 /* RoPE angles in double so long positions keep their precision; rot_dim is usually small
  * (64), so the trig per pair (one sincos) is a small cost next to the projections. */
+void kern_gelu_tanh(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = x[i];
+        x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    }
+}
+
 void kern_rope_angles(int rot_dim, int64_t pos, float theta, float freq_scale, float *cs,
                       float *sn) {
+    kern_rope_angles_ff(rot_dim, pos, theta, freq_scale, NULL, cs, sn);
+}
+
+void kern_rope_angles_ff(int rot_dim, int64_t pos, float theta, float freq_scale,
+                         const float *factors, float *cs, float *sn) {
     rot_dim &= ~1;
     for (int i = 0; i < rot_dim / 2; i++) {
         double ang = (double)pos * freq_scale * pow((double)theta, -2.0 * (double)i / (double)rot_dim);
+        if (factors) ang /= (double)factors[i];
         double sv, cv;
         sincos(ang, &sv, &cv);
         cs[i] = (float)cv;

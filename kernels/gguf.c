@@ -51,7 +51,7 @@ typedef struct {
 } cursor;
 
 static int fail(cursor *c, const char *fmt, ...) {
-    char msg[200];
+    char msg[320];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -216,11 +216,14 @@ static int read_tensor(cursor *c, mf_gguf *f, int i) {
     t->type = (int32_t)type;
     uint64_t off;
     if (rd_u64(c, &off)) return -1;
-    int blk = (type == KERN_F32 || type == KERN_F16 || type == KERN_BF16) ? 1 : KERN_QK;
-    size_t row = type > 1000 ? 0 : kern_type_row_bytes((kern_type)type, t->shape[0]);
-    if (row == 0 || t->shape[0] % blk)
-        return fail(c, "tensor '%s': unsupported type %u (%s) or row of %lld", t->name, type,
-                    type > 1000 ? "?" : kern_type_name((kern_type)type), (long long)t->shape[0]);
+    int64_t blk = type > 1000 || type == KERN_Q8_K ? 0 : kern_type_block_elems((kern_type)type);
+    if (blk == 0)
+        return fail(c, "tensor '%s': unsupported type %u (supported: %s)", t->name, type,
+                    kern_type_supported_list());
+    size_t row = kern_type_row_bytes((kern_type)type, t->shape[0]);
+    if (row == 0)
+        return fail(c, "tensor '%s': type %s needs rows of a multiple of %lld elements, not %lld",
+                    t->name, kern_type_name((kern_type)type), (long long)blk, (long long)t->shape[0]);
     if ((uint64_t)rows > SIZE_MAX / row)
         return fail(c, "tensor '%s': byte size overflows", t->name);
     t->nbytes = row * (size_t)rows;
@@ -336,7 +339,7 @@ int mf_gguf_open(const char *path, mf_gguf **out, char *err, size_t errlen) {
     f->map = map;
     f->size = (size_t)st.st_size;
     f->owns_map = 1;
-    char msg[300];
+    char msg[400];
     if (gguf_parse(f, msg, sizeof msg)) {
         snprintf(err, errlen, "%s: %s", path, msg);
         mf_gguf_close(f);

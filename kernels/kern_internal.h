@@ -35,6 +35,12 @@ typedef struct {
     void (*q8_0_to_f32)(const kern_block_q8_0 *src, float *dst, int64_t n);
     void (*q4_0_to_f32)(const kern_block_q4_0 *src, float *dst, int64_t n);
     void (*q4_1_to_f32)(const kern_block_q4_1 *src, float *dst, int64_t n);
+    /* the types added for real-world GGUFs (kernels/kquant_*.c): Q5_0/Q5_1 against q8_0,
+     * Q2_K..Q6_K against q8_K; dequantization of all of them (n a multiple of the block) */
+    void (*quantize_q8_K)(const float *src, kern_block_q8_K *dst, int64_t n);
+    float (*dot_q5_q8_0)(kern_type t, int64_t n, const void *w, const kern_block_q8_0 *y);
+    float (*dot_kq)(kern_type t, int64_t n, const void *w, const kern_block_q8_K *y);
+    void (*kq_to_f32)(kern_type t, const void *src, float *dst, int64_t n);
     void (*softmax)(float *x, int64_t n);
     void (*layernorm)(const float *x, float *y, int64_t n, const float *g, const float *b,
                       float eps);
@@ -71,13 +77,28 @@ const kern_ops *kern_ops_get(void);
 /* ys[b] = d·Σ qs for each of the n/32 q8_0 blocks (for dot_q4_1_q8_0s) */
 void kern_q8_0_block_sums(const kern_block_q8_0 *y, int64_t n, float *ys);
 
+/* 1 for the types of kernels/kquant_*.c (Q5_0, Q5_1, Q2_K..Q6_K) */
+static inline int kern_type_is_kq(kern_type t) {
+    return t == KERN_Q5_0 || t == KERN_Q5_1 || (t >= KERN_Q2_K && t <= KERN_Q6_K);
+}
+/* the scalar tables of kernels/kquant_ref.c (the AVX2 table falls back to them) */
+void kern_kq_quantize_q8_K_ref(const float *src, kern_block_q8_K *dst, int64_t n);
+float kern_kq_dot_q5_ref(kern_type t, int64_t n, const void *w, const kern_block_q8_0 *y);
+float kern_kq_dot_ref(kern_type t, int64_t n, const void *w, const kern_block_q8_K *y);
+void kern_kq_to_f32_ref(kern_type t, const void *src, float *dst, int64_t n);
+/* kernels/kquant_avx2.c (x86-64 only; called through the AVX2 table alone) */
+void kern_kq_quantize_q8_K_avx2(const float *src, kern_block_q8_K *dst, int64_t n);
+float kern_kq_dot_q5_avx2(kern_type t, int64_t n, const void *w, const kern_block_q8_0 *y);
+float kern_kq_dot_avx2(kern_type t, int64_t n, const void *w, const kern_block_q8_K *y);
+void kern_kq_to_f32_avx2(kern_type t, const void *src, float *dst, int64_t n);
+
 /* kern_linear with 16-bit or quantized weights and at least this many X rows converts
  * tiles of W to fp32 and uses sgemm (X stays fp32); below it, rows are dotted directly
  * (quantized W: X is quantized to q8_0 for int8 dots). Crossovers measured with
  * bench_gemm-like runs on 2 AVX2 cores: q8_0 int8 dots ~80 GF/s flat, dequant+sgemm
  * 32/67/90/143 GF/s at n = 8/16/32/64; q4 int8 dots are ~30% slower than q8_0. */
 static inline int64_t kern_linear_dequant_rows(kern_type t) {
-    return t == KERN_Q8_0 ? 32 : t == KERN_Q4_0 || t == KERN_Q4_1 ? 16 : 8;
+    return t == KERN_Q8_0 ? 32 : t == KERN_Q4_0 || t == KERN_Q4_1 ? 16 : kern_type_is_kq(t) ? 16 : 8;
 }
 
 /* Attention and linear with an explicit table (tests and benches compare paths). */

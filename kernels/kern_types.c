@@ -4,17 +4,39 @@
 
 #include "kernels/kern_internal.h"
 
-size_t kern_type_row_bytes(kern_type t, int64_t n) {
-    if (n < 0) return 0;
+int64_t kern_type_block_elems(kern_type t) {
     switch (t) {
-    case KERN_F32: return (size_t)n * 4;
-    case KERN_F16:
-    case KERN_BF16: return (size_t)n * 2;
-    case KERN_Q8_0: return n % KERN_QK ? 0 : (size_t)(n / KERN_QK) * sizeof(kern_block_q8_0);
-    case KERN_Q4_0: return n % KERN_QK ? 0 : (size_t)(n / KERN_QK) * sizeof(kern_block_q4_0);
-    case KERN_Q4_1: return n % KERN_QK ? 0 : (size_t)(n / KERN_QK) * sizeof(kern_block_q4_1);
+    case KERN_F32: case KERN_F16: case KERN_BF16: return 1;
+    case KERN_Q4_0: case KERN_Q4_1: case KERN_Q5_0: case KERN_Q5_1: case KERN_Q8_0: return KERN_QK;
+    case KERN_Q2_K: case KERN_Q3_K: case KERN_Q4_K: case KERN_Q5_K: case KERN_Q6_K: case KERN_Q8_K:
+        return KERN_QK_K;
     }
     return 0;
+}
+
+static size_t block_bytes(kern_type t) {
+    switch (t) {
+    case KERN_F32: return 4;
+    case KERN_F16: case KERN_BF16: return 2;
+    case KERN_Q4_0: return sizeof(kern_block_q4_0);
+    case KERN_Q4_1: return sizeof(kern_block_q4_1);
+    case KERN_Q5_0: return sizeof(kern_block_q5_0);
+    case KERN_Q5_1: return sizeof(kern_block_q5_1);
+    case KERN_Q8_0: return sizeof(kern_block_q8_0);
+    case KERN_Q2_K: return sizeof(kern_block_q2_K);
+    case KERN_Q3_K: return sizeof(kern_block_q3_K);
+    case KERN_Q4_K: return sizeof(kern_block_q4_K);
+    case KERN_Q5_K: return sizeof(kern_block_q5_K);
+    case KERN_Q6_K: return sizeof(kern_block_q6_K);
+    case KERN_Q8_K: return sizeof(kern_block_q8_K);
+    }
+    return 0;
+}
+
+size_t kern_type_row_bytes(kern_type t, int64_t n) {
+    int64_t be = kern_type_block_elems(t);
+    if (n < 0 || be == 0 || n % be) return 0;
+    return (size_t)(n / be) * block_bytes(t);
 }
 
 const char *kern_type_name(kern_type t) {
@@ -25,8 +47,20 @@ const char *kern_type_name(kern_type t) {
     case KERN_Q8_0: return "q8_0";
     case KERN_Q4_0: return "q4_0";
     case KERN_Q4_1: return "q4_1";
+    case KERN_Q5_0: return "q5_0";
+    case KERN_Q5_1: return "q5_1";
+    case KERN_Q2_K: return "q2_K";
+    case KERN_Q3_K: return "q3_K";
+    case KERN_Q4_K: return "q4_K";
+    case KERN_Q5_K: return "q5_K";
+    case KERN_Q6_K: return "q6_K";
+    case KERN_Q8_K: return "q8_K";
     }
     return "unknown";
+}
+
+const char *kern_type_supported_list(void) {
+    return "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K";
 }
 
 static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
@@ -82,12 +116,21 @@ void kern_to_f32(kern_type t, const void *src, float *dst, int64_t n) {
     case KERN_Q8_0: ops->q8_0_to_f32(src, dst, n); return;
     case KERN_Q4_0: ops->q4_0_to_f32(src, dst, n); return;
     case KERN_Q4_1: ops->q4_1_to_f32(src, dst, n); return;
+    case KERN_Q5_0: case KERN_Q5_1: case KERN_Q2_K: case KERN_Q3_K: case KERN_Q4_K:
+    case KERN_Q5_K: case KERN_Q6_K:
+        ops->kq_to_f32(t, src, dst, n);
+        return;
+    case KERN_Q8_K: break; /* activations only: never a weight */
     }
     memset(dst, 0, (size_t)n * 4); /* unsupported type: defined output, never garbage */
 }
 
 void kern_quantize_q8_0(const float *src, kern_block_q8_0 *dst, int64_t n) {
     kern_ops_get()->quantize_q8_0(src, dst, n);
+}
+
+void kern_quantize_q8_K(const float *src, kern_block_q8_K *dst, int64_t n) {
+    kern_ops_get()->quantize_q8_K(src, dst, n);
 }
 
 void kern_q8_0_block_sums(const kern_block_q8_0 *y, int64_t n, float *ys) {

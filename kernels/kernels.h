@@ -15,16 +15,36 @@
 
 /* ---- element types ---------------------------------------------------------- */
 typedef enum {
-    KERN_F32 = 0, KERN_F16 = 1, KERN_Q4_0 = 2, KERN_Q4_1 = 3, KERN_Q8_0 = 8, KERN_BF16 = 30,
+    KERN_F32 = 0, KERN_F16 = 1, KERN_Q4_0 = 2, KERN_Q4_1 = 3, KERN_Q5_0 = 6, KERN_Q5_1 = 7,
+    KERN_Q8_0 = 8, KERN_Q2_K = 10, KERN_Q3_K = 11, KERN_Q4_K = 12, KERN_Q5_K = 13,
+    KERN_Q6_K = 14, KERN_Q8_K = 15, KERN_BF16 = 30,
 } kern_type;           /* values equal ggml_type ids so GGUF tensors map directly */
 
-#define KERN_QK 32     /* elements per quantized block */
+#define KERN_QK 32     /* elements per quantized block (legacy types) */
 typedef struct { uint16_t d; int8_t qs[KERN_QK]; } kern_block_q8_0;           /* 34 B */
 typedef struct { uint16_t d; uint8_t qs[KERN_QK / 2]; } kern_block_q4_0;       /* 18 B */
 typedef struct { uint16_t d, m; uint8_t qs[KERN_QK / 2]; } kern_block_q4_1;    /* 20 B */
+/* q5: low nibbles as q4, bit 4 of element j in bit j of qh (little-endian u32) */
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[KERN_QK / 2]; } kern_block_q5_0;  /* 22 B */
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[KERN_QK / 2]; } kern_block_q5_1; /* 24 B */
+
+/* K-quants: super-blocks of 256 with 6- or 8-bit sub-block scales (ggml's layouts; the
+ * element order is documented in kernels/kquant_ref.c). Q8_K is the activation type
+ * their dot products take: fp32 scale, and the sums of each 16 quants (for the mins). */
+#define KERN_QK_K 256
+typedef struct { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; } kern_block_q2_K;          /* 84 B */
+typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; } kern_block_q3_K; /* 110 B */
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } kern_block_q4_K;         /* 144 B */
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } kern_block_q5_K; /* 176 B */
+typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; } kern_block_q6_K; /* 210 B */
+typedef struct { float d; int8_t qs[KERN_QK_K]; int16_t bsums[KERN_QK_K / 16]; } kern_block_q8_K; /* 292 B */
 
 /* Bytes for n elements of type t (n a multiple of the block size), 0 if unsupported. */
 size_t kern_type_row_bytes(kern_type t, int64_t n);
+/* Elements per block of t (1 for f32/f16/bf16), 0 if t is not a supported type. */
+int64_t kern_type_block_elems(kern_type t);
+/* "f32, f16, bf16, q8_0, ...": every weight type the kernels read (static text). */
+const char *kern_type_supported_list(void);
 const char *kern_type_name(kern_type t);
 float kern_fp16_to_fp32(uint16_t h);
 uint16_t kern_fp32_to_fp16(float f);
@@ -33,6 +53,8 @@ float kern_bf16_to_fp32(uint16_t h);
 void kern_to_f32(kern_type t, const void *src, float *dst, int64_t n);
 /* Quantize n fp32 values (n % 32 == 0) into q8_0 blocks. */
 void kern_quantize_q8_0(const float *src, kern_block_q8_0 *dst, int64_t n);
+/* Quantize n fp32 values (n % 256 == 0) into q8_K blocks: d = max|x|/127, q = round(x/d). */
+void kern_quantize_q8_K(const float *src, kern_block_q8_K *dst, int64_t n);
 
 /* ---- thread pool ------------------------------------------------------------ */
 typedef struct kern_pool kern_pool;
@@ -67,6 +89,10 @@ float kern_dot_q8_0_q8_0(int64_t n, const kern_block_q8_0 *x, const kern_block_q
 float kern_dot_q4_0_q8_0(int64_t n, const kern_block_q4_0 *x, const kern_block_q8_0 *y);
 float kern_dot_q4_1_q8_0(int64_t n, const kern_block_q4_1 *x, const kern_block_q8_0 *y);
 float kern_dot_f32(int64_t n, const float *x, const float *y);
+/* One weight row of type t (Q2_K..Q6_K) against a q8_K row (n % 256 == 0), or of type
+ * Q5_0/Q5_1 against a q8_0 row (n % 32 == 0). */
+float kern_dot_kq(kern_type t, int64_t n, const void *w, const kern_block_q8_K *y);
+float kern_dot_q5_q8_0(kern_type t, int64_t n, const void *w, const kern_block_q8_0 *y);
 
 void kern_softmax(float *x, int64_t n);                       /* in place, max-subtracted */
 void kern_layernorm(const float *x, float *y, int64_t n, const float *gamma,
@@ -75,6 +101,8 @@ void kern_rmsnorm(const float *x, float *y, int64_t n, const float *w, float eps
 void kern_gelu(float *x, int64_t n);        /* exact, erf-based (BERT, HF CLIP "gelu") */
 void kern_quick_gelu(float *x, int64_t n);  /* x·σ(1.702x) (OpenAI CLIP) */
 void kern_silu(float *x, int64_t n);
+/* GELU, tanh approximation (Gemma's FFN): 0.5x(1 + tanh(√(2/π)(x + 0.044715x³))) */
+void kern_gelu_tanh(float *x, int64_t n);
 void kern_swiglu(const float *gate, const float *up, float *y, int64_t n); /* silu(g)·u */
 void kern_add(float *y, const float *x, int64_t n);                       /* y += x */
 
@@ -90,6 +118,10 @@ void kern_rope(float *x, int n_heads, int head_dim, int rot_dim, int64_t pos,
  * give kern_rope's result bit for bit. */
 void kern_rope_angles(int rot_dim, int64_t pos, float theta, float freq_scale, float *cs,
                       float *sn);
+/* the same with per-pair frequency divisors (Llama 3.1's rope_freqs; NULL = none): the
+ * angle of pair i is divided by factors[i] */
+void kern_rope_angles_ff(int rot_dim, int64_t pos, float theta, float freq_scale,
+                         const float *factors, float *cs, float *sn);
 void kern_rope_apply(float *x, int n_heads, int head_dim, int rot_dim, const float *cs,
                      const float *sn, int neox);
 

@@ -115,7 +115,8 @@ static void dq_rows(void *ctx, int64_t b, int64_t e, int thread) {
         float *dst = c->buf + r * c->in;
         if (c->t == KERN_Q8_0) c->ops->q8_0_to_f32(src, dst, c->in);
         else if (c->t == KERN_Q4_0) c->ops->q4_0_to_f32(src, dst, c->in);
-        else c->ops->q4_1_to_f32(src, dst, c->in);
+        else if (c->t == KERN_Q4_1) c->ops->q4_1_to_f32(src, dst, c->in);
+        else c->ops->kq_to_f32(c->t, src, dst, c->in);
     }
 }
 
@@ -161,6 +162,61 @@ static void linear_quant(const kern_ops *ops, kern_pool *p, const float *X, int6
     kern_pool_run(p, out, 8, qlin_range, &c);
     free(Xq);
     free(Xs);
+}
+
+/* ---- Q5_0/Q5_1 and K-quant weights ---------------------------------------------
+ * Few rows: X rows are quantized once (q8_0 for Q5_0/Q5_1, q8_K for the K-quants) and
+ * every weight row is dotted against each of them while it sits in L1. */
+typedef struct {
+    const kern_ops *ops;
+    const uint8_t *W;
+    kern_type t;
+    size_t wrow, xrow;           /* bytes per weight row / per quantized X row */
+    const uint8_t *Xq;
+    int64_t n, in, out;
+    const float *bias;
+    float *Y;
+} kq_ctx;
+
+static void kq_range(void *ctx, int64_t b, int64_t e, int thread) {
+    const kq_ctx *c = ctx;
+    int legacy = c->t == KERN_Q5_0 || c->t == KERN_Q5_1;
+    for (int64_t o = b; o < e; o++) {
+        const uint8_t *w = c->W + (size_t)o * c->wrow;
+        float bo = c->bias ? c->bias[o] : 0.0f;
+        for (int64_t r = 0; r < c->n; r++) {
+            const void *x = c->Xq + (size_t)r * c->xrow;
+            float v = legacy ? c->ops->dot_q5_q8_0(c->t, c->in, w, x) : c->ops->dot_kq(c->t, c->in, w, x);
+            c->Y[r * c->out + o] = v + bo;
+        }
+    }
+}
+
+typedef struct { const kern_ops *ops; const float *X; uint8_t *Xq; size_t xrow; int64_t in; int k; } kqx_ctx;
+static void kq_quant_rows(void *ctx, int64_t b, int64_t e, int thread) {
+    const kqx_ctx *c = ctx;
+    for (int64_t r = b; r < e; r++) {
+        void *dst = c->Xq + (size_t)r * c->xrow;
+        if (c->k) c->ops->quantize_q8_K(c->X + r * c->in, dst, c->in);
+        else c->ops->quantize_q8_0(c->X + r * c->in, dst, c->in);
+    }
+}
+
+static void linear_kq(const kern_ops *ops, kern_pool *p, const float *X, int64_t n, int64_t in,
+                      const void *W, kern_type wtype, const float *bias, int64_t out, float *Y) {
+    if (n >= kern_linear_dequant_rows(wtype) && linear_dequant(ops, p, X, n, in, W, wtype, bias, out, Y) == 0) return;
+    int k = !(wtype == KERN_Q5_0 || wtype == KERN_Q5_1);
+    size_t xrow = kern_type_row_bytes(k ? KERN_Q8_K : KERN_Q8_0, in);
+    uint8_t *Xq = malloc(xrow * (size_t)n);
+    if (!Xq) {
+        memset(Y, 0, (size_t)(n * out) * sizeof *Y);
+        return;
+    }
+    kqx_ctx qc = {ops, X, Xq, xrow, in, k};
+    kern_pool_run(p, n, 1, kq_quant_rows, &qc);
+    kq_ctx c = {ops, W, wtype, kern_type_row_bytes(wtype, in), xrow, Xq, n, in, out, bias, Y};
+    kern_pool_run(p, out, 8, kq_range, &c);
+    free(Xq);
 }
 
 /* ---- fp16 / bf16 weights: convert a tile of rows, then sgemm on it ----------- */
@@ -235,6 +291,15 @@ void kern_linear_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_t 
             linear_quant(ops, p, X, n, in, W, wtype, bias, out, Y);
             return;
         }
+        break;
+    case KERN_Q5_0: case KERN_Q5_1: case KERN_Q2_K: case KERN_Q3_K: case KERN_Q4_K:
+    case KERN_Q5_K: case KERN_Q6_K:
+        if (in % kern_type_block_elems(wtype) == 0) {
+            linear_kq(ops, p, X, n, in, W, wtype, bias, out, Y);
+            return;
+        }
+        break;
+    case KERN_Q8_K:
         break;
     }
     memset(Y, 0, (size_t)(n * out) * sizeof *Y); /* unsupported: defined output */

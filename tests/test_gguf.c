@@ -195,15 +195,20 @@ TEST(gguf_bad_headers) {
 
 TEST(gguf_unsupported_tensor_type_named) {
     wbuf b = make_gguf();
-    /* find the Q8_0 tensor's type field (after "w.q8", n_dims, ne0) and make it Q6_K (14) */
+    /* find the Q8_0 tensor's type field (after "w.q8", n_dims, ne0) and make it Q8_1 (9,
+     * an activation type no weight file uses), then Q6_K (14) on a row of 64 */
     unsigned char *p = memmem(b.p, b.n, "w.q8", 4);
     CHECK(p);
-    uint32_t q6k = 14;
-    memcpy(p + 4 + 4 + 8, &q6k, 4);
-    char err[256];
+    uint32_t q81 = 9, q6k = 14;
+    memcpy(p + 4 + 4 + 8, &q81, 4);
+    char err[400];
     mf_gguf *f;
     CHECK(mf_gguf_open_buffer(b.p, b.n, &f, err, sizeof err) != 0);
-    CHECK_MSG(strstr(err, "w.q8") && strstr(err, "unsupported"), "%s", err);
+    CHECK_MSG(strstr(err, "w.q8") && strstr(err, "unsupported type 9") && strstr(err, "q4_K, q5_K, q6_K"),
+              "%s", err);
+    memcpy(p + 4 + 4 + 8, &q6k, 4);
+    CHECK(mf_gguf_open_buffer(b.p, b.n, &f, err, sizeof err) != 0);
+    CHECK_MSG(strstr(err, "w.q8") && strstr(err, "q6_K needs rows of a multiple of 256"), "%s", err);
     free(b.p);
 }
 

@@ -84,7 +84,13 @@ static int load_locked(answer_llm *l, char *err, size_t errlen) {
     ep.n_threads = l->p.n_threads;
     ep.kv_type = l->p.kv_type;
     l->eng = mmrag_engine_init_from_file(l->path, ep, err, errlen);
-    return l->eng ? 0 : -1;
+    if (!l->eng) return -1;
+    int recognized;
+    const char *tmpl = mmrag_engine_chat_template(l->eng, &recognized);
+    if (!recognized) /* a diagnostic, not an error: answers still come, maybe worse */
+        fprintf(stderr, "mmrag: warning: %s: tokenizer.chat_template not recognized, using %s\n",
+                l->path, tmpl);
+    return 0;
 }
 
 int answer_llm_load(answer_llm *l, char *err, size_t errlen) {
