@@ -50,6 +50,8 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SH  := $(wildcard tests/test_*.sh)
 TOOL_SRC := $(wildcard tests/tool_*.c)
 TOOL_BIN := $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
+# the CLI with the isolated-ingest fault hook (tests/fault_hooks.c); tests only
+FAULT_BIN := $(BUILD)/tests/mmrag_faults
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
@@ -128,6 +130,11 @@ $(BUILD)/mmrag: $(BUILD)/obj/api/cli/main.o $(BUILD)/libmmrag.a
 	@echo "  LD      $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(FAULT_BIN): tests/fault_hooks.c $(BUILD)/obj/api/cli/main.o $(BUILD)/libmmrag.a
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/obj/api/cli/main.o $(BUILD)/libmmrag.a $(LDLIBS)
+
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libmmrag.a tests/test.h
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
@@ -161,7 +168,7 @@ $(BUILD)/golden/tiny_llama.gguf: scripts/golden_llama.py tests/data/golden/tiny_
 # `make test` = deps + models + build + every tests/test_* binary; ends "N passed, N failed"
 test: deps
 	@$(MAKE) --no-print-directory models
-	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN) $(BUILD)/golden/tiny_llama.gguf
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN) $(FAULT_BIN) $(BUILD)/golden/tiny_llama.gguf
 	@scripts/run-tests.sh $(BUILD) $(MODELS) $(TEST_BIN) $(TEST_SH)
 
 demo: deps

@@ -143,6 +143,14 @@ int ingest_file_sha256(const char *path, char hex[65], char *err, size_t errlen)
     return rc;
 }
 
+int ingest_mem_sha256(const void *data, size_t len, char hex[65]) {
+    char *h = g_compute_checksum_for_data(G_CHECKSUM_SHA256, data, len);
+    if (!h) return INGEST_ERR_NOMEM;
+    snprintf(hex, 65, "%s", h);
+    g_free(h);
+    return 0;
+}
+
 /* ---------- open ---------- */
 
 static char *stem_of(const char *name) {
