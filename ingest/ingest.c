@@ -348,7 +348,7 @@ static int page_figures(ingest_doc *d, ing_pagectx *pc, int ocr_page, cairo_surf
     if (rc) return rc;
     const unsigned char *px = NULL;
     int pw = 0, ph = 0, stride = 0;
-    double scale = d->o.render_dpi / 72.0;
+    double scale = ingest_render_dpi(pc->w, pc->h, d->o.render_dpi) / 72.0;
     int need = ingest_figures_need_render(pc);
     d->render_streak = need ? d->render_streak + 1 : 0;
     if (need) {

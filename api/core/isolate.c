@@ -13,7 +13,8 @@
  *  4. A failure is named from the wait status, the child's CPU time and peak memory
  *     (wait4) and the last line it wrote to stderr: timeout (we killed it), cpu (SIGXCPU,
  *     or SIGKILL at the hard CPU limit), memory (an allocation failure message or a peak
- *     near the limit), crashed (any other signal), protocol (anything else).
+ *     near the limit, or a SIGKILL we did not send), crashed (any other signal),
+ *     protocol (anything else).
  *  5. Memory input is spooled to a temporary file that the child reads; the file is
  *     unlinked when the handle is freed. */
 #include <errno.h>
@@ -153,6 +154,17 @@ static void set_limit(int res, rlim_t soft, rlim_t hard) {
 static void child_setup(pid_t parent, int wfd, int efd, const isolate_limits *l, int cpu_s) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(127);
+    /* Its own process group: a terminal's Ctrl-C goes to the parent, which aborts the
+     * child itself. Signals as on a fresh start (the server blocks SIGINT/SIGTERM and
+     * ignores SIGPIPE; a mask survives exec). */
+    setpgid(0, 0);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGPIPE, &dfl, NULL);
     int w = fcntl(wfd, F_DUPFD, 10), e = fcntl(efd, F_DUPFD, 10);
     int null = open("/dev/null", O_RDWR);
     if (w < 0 || e < 0 || null < 0) _exit(127);
@@ -243,9 +255,12 @@ static void last_line(const isolate_doc *d, char *out, size_t n) {
     out[k] = 0;
 }
 
+/* A SIGKILL nobody here sent comes from the kernel's out-of-memory killer, or from an
+ * exec that could not map the binary under the address-space limit. */
 static int mem_hint(const isolate_doc *d, const char *line) {
     if (strcasestr(line, "memory") || strcasestr(line, "alloc") || strcasestr(line, "rss limit"))
         return 1;
+    if (WIFSIGNALED(d->wstatus) && WTERMSIG(d->wstatus) == SIGKILL) return 1;
     return d->lim.mem_mb > 0 && d->ru.ru_maxrss >= (long)d->lim.mem_mb * 1024 * 9 / 10;
 }
 
@@ -269,8 +284,10 @@ static int classify(isolate_doc *d, char *err, size_t errlen) {
         return ISOLATE_CPU;
     }
     if ((sig || (WIFEXITED(d->wstatus) && WEXITSTATUS(d->wstatus))) && mem_hint(d, line)) {
-        snprintf(err, errlen, "%s: parser ran out of memory (limit %d MiB); nothing stored%s",
-                 d->name, d->lim.mem_mb, extra);
+        char lim[48] = "";
+        if (d->lim.mem_mb > 0) snprintf(lim, sizeof lim, " (limit %d MiB)", d->lim.mem_mb);
+        snprintf(err, errlen, "%s: parser ran out of memory%s; nothing stored%s", d->name, lim,
+                 extra);
         return ISOLATE_MEMORY;
     }
     if (!sig && WIFEXITED(d->wstatus) && WEXITSTATUS(d->wstatus) &&

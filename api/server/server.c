@@ -1,6 +1,7 @@
 /* api/server/server.c — daemon setup, routing, request bodies with limits, auth, replies. */
 #include "api/server/server_internal.h"
 #include "index/store.h"
+#include "api/core/isolate.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -35,8 +36,15 @@ void srv_config_default(srv_config *c) {
     c->max_body = 1ll << 20;
     c->max_inflight = 64;
     c->timeout_s = 30;
-    c->ingest_workers = 1;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    c->ingest_workers = ncpu < 2 ? 2 : ncpu > 4 ? 4 : (int32_t)ncpu;   /* a slow PDF never blocks the queue */
     c->queue_max = 16;
+    isolate_limits l;
+    isolate_limits_default(&l);
+    c->ingest_isolate = l.enabled;
+    c->ingest_timeout_s = l.timeout_s;
+    c->ingest_mem_mb = l.mem_mb;
+    c->ingest_cpu_s = l.cpu_s;
 }
 
 uint16_t srv_port(const srv_server *s) { return s ? s->port : 0; }

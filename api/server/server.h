@@ -24,11 +24,18 @@ typedef struct {
     int32_t max_inflight;      /* concurrent requests before 503; default 64 */
     int32_t timeout_s;         /* idle connection timeout; default 30 */
     int32_t pool;              /* 0 = thread per connection (default); N = epoll + N threads */
-    int32_t ingest_workers;    /* default 1 */
+    int32_t ingest_workers;    /* parallel ingest jobs; default: CPUs clamped to 2..4 */
     int32_t queue_max;         /* queued ingest jobs before 503; default 16 */
     int32_t gen_slots;         /* concurrent generations (engine sessions); default 1 */
     int32_t gen_threads;       /* kernel threads per generation; 0 = engine default */
     int32_t quiet;             /* no access log on stderr */
+    /* Isolated ingest (api/core/isolate.h): each upload is parsed in a child process. */
+    int32_t ingest_isolate;    /* 1 (default) = in a child; 0 = in the server process */
+    int32_t ingest_timeout_s;  /* wall clock per document; default 600; 0 = none */
+    int32_t ingest_mem_mb;     /* the child's address-space limit; default 4096; 0 = none */
+    int32_t ingest_cpu_s;      /* the child's CPU seconds; default 0 = ingest_timeout_s */
+    const char *ingest_worker; /* binary with `ingest-worker` (mmrag serve: itself);
+                                * NULL = fork the server process without exec */
 } srv_config;
 
 typedef struct srv_server srv_server;

@@ -63,6 +63,7 @@ typedef struct srv_job {
     int existed;              /* same content already indexed */
     int fresh_file;           /* this upload created `path` (remove it if ingest fails) */
     char error[512];
+    char failure[16];         /* isolate_status_name when the ingest child failed */
     int64_t created, finished;
     struct srv_job *next_q;   /* queue link */
 } srv_job;
