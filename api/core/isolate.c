@@ -494,6 +494,8 @@ int isolate_doc_open(const char *path, const void *data, size_t len, const char 
                      void *user, isolate_doc **out, int *iso_rc, char *err, size_t errlen) {
     *out = NULL;
     *iso_rc = 0;
+    ingest_options def;
+    if (!o) { ingest_options_default(&def); o = &def; }
     isolate_doc *d = calloc(1, sizeof *d);
     if (!d) { snprintf(err, errlen, "out of memory"); return INGEST_ERR_NOMEM; }
     d->fd = d->efd = -1;
