@@ -12,7 +12,10 @@
  *
  * The child: either this binary run again as `mmrag ingest-worker` (limits.worker_exe set;
  * fork + exec, nothing of the parent's state carried over), or a fork of this process
- * without exec (worker_exe NULL: for programs that embed libmmrag). Its descriptors are
+ * without exec (worker_exe NULL: for programs that embed libmmrag). Fork-only is best
+ * effort: a lock some other thread of the caller held at fork() stays locked in the child
+ * (libgomp's team is handled: the child runs OpenMP regions on one thread); such a child
+ * hangs until the timeout ends it. Programs with many threads should set worker_exe. Its descriptors are
  * /dev/null for stdin/stdout, a pipe for stderr (the last lines explain a failure), the
  * data pipe as fd 3 and nothing else; RLIMIT_AS, RLIMIT_CPU, RLIMIT_NOFILE are set and
  * RLIMIT_CORE is 0; it dies with its parent thread (PR_SET_PDEATHSIG).

@@ -14,6 +14,13 @@
 #include "api/core/isolate.h"
 #include "api/core/isolate_wire.h"
 
+/* libgomp (Tesseract's OpenMP) is not fork-safe: a forked child whose parent has used
+ * OpenMP waits forever at its first barrier for threads that do not exist. No active
+ * parallel level means every region runs on this one thread (Tesseract asks for teams with
+ * num_threads(), which a thread count alone would not override); documents run in
+ * parallel across children anyway. */
+extern void omp_set_max_active_levels(int levels);
+
 /* The library's hook does nothing; tests/fault_hooks.c replaces it in the test binary. */
 __attribute__((weak)) void isolate_test_fault(const char *name) { (void)name; }
 
@@ -91,6 +98,7 @@ static int send_pages(int fd, wire_buf *b, ingest_doc *d) {
 }
 
 int isolate_child_run(int fd, const char *path, const char *name, const ingest_options *o) {
+    omp_set_max_active_levels(0);
     wire_buf b = {0};
     size_t at = wire_begin_record(&b, WIRE_HELLO);
     wire_put_u32(&b, WIRE_MAGIC);
