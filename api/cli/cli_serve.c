@@ -26,6 +26,8 @@ static const char usage[] =
     "  --ingest-cpu-limit S CPU seconds of the parser process (default: the ingest timeout)\n"
     "  --no-isolate         parse uploads in the server process (no limits; not advised)\n"
     "  --queue N            queued ingest jobs before 503 (default 16)\n"
+    "  --rate-limit N       requests per second per API key (with --keys; default 20; 0 = none)\n"
+    "  --rate-burst N       requests a key may send at once (default 5 x the rate)\n"
     "  --gen-slots N        concurrent generations (default 1)\n"
     "  --gen-threads N      kernel threads per generation (default: all CPUs)\n"
     "  --quiet              no access log\n"
@@ -68,6 +70,8 @@ int cli_serve(int argc, char **argv) {
         else if (!strcmp(a, "--ingest-timeout")) { if (parse_num(a, v, 0, 86400 * 7, &x)) return 2; c.ingest_timeout_s = (int32_t)x; }
         else if (!strcmp(a, "--ingest-mem-limit")) { if (parse_num(a, v, 0, 1 << 24, &x)) return 2; c.ingest_mem_mb = (int32_t)x; }
         else if (!strcmp(a, "--ingest-cpu-limit")) { if (parse_num(a, v, 0, 86400 * 7, &x)) return 2; c.ingest_cpu_s = (int32_t)x; }
+        else if (!strcmp(a, "--rate-limit")) { if (parse_num(a, v, 0, 1000000, &x)) return 2; c.rate_limit = (int32_t)x; }
+        else if (!strcmp(a, "--rate-burst")) { if (parse_num(a, v, 1, 10000000, &x)) return 2; c.rate_burst = (int32_t)x; }
         else if (!strcmp(a, "--queue")) { if (parse_num(a, v, 1, 100000, &x)) return 2; c.queue_max = (int32_t)x; }
         else if (!strcmp(a, "--gen-slots")) { if (parse_num(a, v, 1, 64, &x)) return 2; c.gen_slots = (int32_t)x; }
         else if (!strcmp(a, "--gen-threads")) { if (parse_num(a, v, 0, 256, &x)) return 2; c.gen_threads = (int32_t)x; }

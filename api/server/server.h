@@ -8,7 +8,9 @@
  *
  * Without a keys file the server serves one collection (the --db directory) and only
  * binds loopback addresses. With keys ("KEY COLLECTION" lines) each collection is the
- * directory DB/COLLECTION and a bearer key only ever sees its own collection. */
+ * directory DB/COLLECTION and a bearer key only ever sees its own collection. The keys file
+ * must not be readable by group or others. Every reply carries X-Request-Id (the client's
+ * when it sent a sane one), which the access log and JSON error bodies repeat. */
 #ifndef MMRAG_API_SERVER_H
 #define MMRAG_API_SERVER_H
 #include <stddef.h>
@@ -36,6 +38,9 @@ typedef struct {
     int32_t ingest_cpu_s;      /* the child's CPU seconds; default 0 = ingest_timeout_s */
     const char *ingest_worker; /* binary with `ingest-worker` (mmrag serve: itself);
                                 * NULL = fork the server process without exec */
+    int32_t rate_limit;        /* requests per second per API key (with keys only); default
+                                * 20; 0 = none. Over it: 429 with Retry-After */
+    int32_t rate_burst;        /* requests a key may send at once; default 5 x rate_limit */
 } srv_config;
 
 typedef struct srv_server srv_server;
