@@ -240,13 +240,21 @@ static void reap(isolate_doc *d, int kill_first) {
     d->reaped = 1;
 }
 
-/* The last non-empty stderr line, printable ASCII only, into out. */
+/* The line of the child's stderr that explains most, printable ASCII only, into out: a
+ * sanitizer's SUMMARY line when there is one, else the last non-empty line. */
 static void last_line(const isolate_doc *d, char *out, size_t n) {
     out[0] = 0;
-    size_t end = d->elen;
-    while (end && (d->etail[end - 1] == '\n' || d->etail[end - 1] == '\r')) end--;
-    size_t start = end;
-    while (start && d->etail[start - 1] != '\n') start--;
+    size_t end = d->elen, start;
+    const char *sum = memmem(d->etail, d->elen, "SUMMARY: ", 9);
+    if (sum) {
+        start = (size_t)(sum - d->etail);
+        end = start;
+        while (end < d->elen && d->etail[end] != '\n') end++;
+    } else {
+        while (end && (d->etail[end - 1] == '\n' || d->etail[end - 1] == '\r')) end--;
+        start = end;
+        while (start && d->etail[start - 1] != '\n') start--;
+    }
     size_t k = 0;
     for (size_t i = start; i < end && k + 1 < n && k < 200; i++) {
         unsigned char ch = (unsigned char)d->etail[i];
