@@ -241,11 +241,12 @@ static void reap(isolate_doc *d, int kill_first) {
 }
 
 /* The line of the child's stderr that explains most, printable ASCII only, into out: a
- * sanitizer's SUMMARY line when there is one, else the last non-empty line. */
+ * sanitizer's SUMMARY (or ERROR) line when there is one, else the last non-empty line. */
 static void last_line(const isolate_doc *d, char *out, size_t n) {
     out[0] = 0;
     size_t end = d->elen, start;
     const char *sum = memmem(d->etail, d->elen, "SUMMARY: ", 9);
+    if (!sum) sum = memmem(d->etail, d->elen, "ERROR: AddressSanitizer", 23);
     if (sum) {
         start = (size_t)(sum - d->etail);
         end = start;
