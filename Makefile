@@ -190,6 +190,16 @@ eval: deps
 	@$(MAKE) --no-print-directory all $(TOOL_BIN)
 	@scripts/eval-retrieval.sh $(BUILD) $(MODELS)
 
+# `make crash-trials [TRIALS=N]` = kill -9 `mmrag index` at random moments N times (default
+# 100), checking after each that the collection is whole (scripts/crash-trials.sh); not in
+# `make test`
+TRIALS ?= 100
+.PHONY: crash-trials
+crash-trials: deps
+	@$(MAKE) --no-print-directory models
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/tool_gencorpus
+	@scripts/crash-trials.sh $(BUILD) $(TRIALS) $(MODELS)
+
 # `make check-api` = Schemathesis (PyPI, in a cached venv) against /openapi.json: no 5xx
 check-api: deps
 	@$(MAKE) --no-print-directory models
