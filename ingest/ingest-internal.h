@@ -92,7 +92,10 @@ void ingest_figures_pair_captions(ing_pagectx *pc);
 int ingest_figures_export(ing_pagectx *pc, const unsigned char *px, int pw, int ph, int stride,
                           double scale, ingest_page *out);
 uint64_t ingest_phash(const unsigned char *px, int w, int h, int stride);
+/* Render a page of w x h points at dpi, or at the lower ingest_render_dpi() when the page
+ * is too large for that (posters, drawings); NULL when cairo fails. */
 cairo_surface_t *ingest_render(PopplerPage *pp, double w, double h, double dpi);
+double ingest_render_dpi(double w, double h, double dpi);
 
 /* ingest-png.c: 8-bit RGB PNG of a BGRA area; *out is malloc'd */
 int ingest_png_encode(const unsigned char *bgra, int w, int h, int stride, uint8_t **out, size_t *len);

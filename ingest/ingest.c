@@ -143,6 +143,14 @@ int ingest_file_sha256(const char *path, char hex[65], char *err, size_t errlen)
     return rc;
 }
 
+int ingest_mem_sha256(const void *data, size_t len, char hex[65]) {
+    char *h = g_compute_checksum_for_data(G_CHECKSUM_SHA256, data, len);
+    if (!h) return INGEST_ERR_NOMEM;
+    snprintf(hex, 65, "%s", h);
+    g_free(h);
+    return 0;
+}
+
 /* ---------- open ---------- */
 
 static char *stem_of(const char *name) {
@@ -340,7 +348,7 @@ static int page_figures(ingest_doc *d, ing_pagectx *pc, int ocr_page, cairo_surf
     if (rc) return rc;
     const unsigned char *px = NULL;
     int pw = 0, ph = 0, stride = 0;
-    double scale = d->o.render_dpi / 72.0;
+    double scale = ingest_render_dpi(pc->w, pc->h, d->o.render_dpi) / 72.0;
     int need = ingest_figures_need_render(pc);
     d->render_streak = need ? d->render_streak + 1 : 0;
     if (need) {
