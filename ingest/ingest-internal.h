@@ -109,6 +109,15 @@ void ingest_ocr_free(ing_ocr *eng);
 int ingest_chunk_page(ing_pagectx *pc, const ingest_options *o, int ocr_page, int32_t *next_order,
                       ingest_page *out);
 
+/* ingest-outline.c: the document outline as heading paths by position */
+typedef struct ing_outline ing_outline;
+ing_outline *ingest_outline_load(PopplerDocument *pd);   /* NULL = out of memory */
+void ingest_outline_free(ing_outline *o);
+int ingest_outline_size(const ing_outline *o);
+const char *ingest_outline_section(const ing_outline *o, int page, double top);
+/* the outline's, else the last heading seen (*last, carried across pages in order) */
+int ingest_sections_assign(const ing_outline *o, ingest_page *pg, char **last);
+
 /* helpers */
 static inline float ing_maxf(float a, float b) { return a > b ? a : b; }
 static inline float ing_minf(float a, float b) { return a < b ? a : b; }

@@ -70,6 +70,9 @@ typedef struct {
      * box. OCR chunks get Tesseract's text lines. Owned by the page; >= 1 per chunk. */
     ingest_line *lines;
     int32_t n_lines;
+    /* Heading path of the section the chunk is in ("Commands > Set-show > Logscale"), from
+     * the PDF outline, else the last heading chunk before it; "" when none. Owned by the page. */
+    char *section;
 } ingest_chunk;
 
 typedef struct {

@@ -48,7 +48,8 @@ static int same_page(const ingest_page *a, const ingest_page *b) {
         const ingest_chunk *x = &a->chunks[i], *y = &b->chunks[i];
         if (x->order != y->order || x->page != y->page || x->kind != y->kind ||
             !same_box(x->box, y->box) || x->image_index != y->image_index ||
-            strcmp(x->text, y->text) || x->n_lines != y->n_lines)
+            strcmp(x->text, y->text) || x->n_lines != y->n_lines ||
+            strcmp(x->section ? x->section : "", y->section ? y->section : ""))
             return 0;
         for (int k = 0; k < x->n_lines; k++)
             if (x->lines[k].off != y->lines[k].off || x->lines[k].len != y->lines[k].len ||
@@ -120,7 +121,7 @@ TEST(wire_refuses_every_truncation) {
 
 /* A one-image, one-chunk page built by hand, with one field overridden by `bad`. */
 typedef enum { OK, BAD_PAGE, BAD_COUNT, BAD_KIND, BAD_ORDER, BAD_ANCHOR, BAD_LINE, BAD_UTF8,
-               BAD_NAN, BAD_PNG, BAD_CAPTION, BAD_NUL, STRAY } fault;
+               BAD_NAN, BAD_PNG, BAD_CAPTION, BAD_NUL, BAD_SECTION, STRAY } fault;
 
 static void put_f(wire_buf *b, float v) {
     uint32_t u;
@@ -155,6 +156,10 @@ static void build(wire_buf *b, fault bad) {
     wire_put_u32(b, 0);
     wire_put_u32(b, bad == BAD_LINE ? (uint32_t)tl + 1 : (uint32_t)tl);
     for (int i = 0; i < 4; i++) put_f(b, one);
+    static char long_section[WIRE_MAX_SECTION + 1];
+    memset(long_section, 'a', sizeof long_section);
+    if (bad == BAD_SECTION) wire_put_str(b, long_section, sizeof long_section);  /* over the limit */
+    else wire_put_str(b, "Part > Section", 14);
     if (bad == STRAY) wire_put_i32(b, 0);
 }
 
@@ -169,7 +174,7 @@ TEST(wire_refuses_lies) {
     wire_buf_free(&b);
     CHECK_MSG(rc == 0, "the well-formed page was refused: %s", why);
     static const char *const names[] = {"", "page", "count", "kind", "order", "anchor", "line",
-                                        "utf8", "nan", "png", "caption", "nul", "stray"};
+                                        "utf8", "nan", "png", "caption", "nul", "section", "stray"};
     for (int f = BAD_PAGE; f <= STRAY; f++) {
         build(&b, (fault)f);
         int r = refused(b.p, b.len);

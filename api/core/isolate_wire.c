@@ -97,6 +97,7 @@ void wire_page_encode(wire_buf *b, const ingest_page *p) {
             wire_put_u32(b, c->lines[k].len);
             put_box(b, c->lines[k].box);
         }
+        wire_put_str(b, c->section, c->section ? strlen(c->section) : 0);
     }
     wire_end_record(b, at);
 }
@@ -188,7 +189,7 @@ static ingest_box get_box(wire_cur *c) {
 #define FAIL(...) do { snprintf(why, whylen, __VA_ARGS__); return -1; } while (0)
 
 /* Smallest encodings, to bound counts by the bytes actually present. */
-enum { IMAGE_MIN = 4 * 3 + 16 + 4 * 2 + 8 + 4 + 4, CHUNK_MIN = 4 * 3 + 16 + 4 + 4 + 4,
+enum { IMAGE_MIN = 4 * 3 + 16 + 4 * 2 + 8 + 4 + 4, CHUNK_MIN = 4 * 3 + 16 + 4 + 4 + 4 + 4,
        LINE_SIZE = 8 + 16 };
 
 static int decode_image(wire_cur *c, const ingest_page *pg, int32_t n_chunks, wire_expect *ex,
@@ -254,6 +255,8 @@ static int decode_chunk(wire_cur *c, const ingest_page *pg, wire_expect *ex, ing
     ch->text = wire_get_str(c, WIRE_MAX_RECORD);
     if (!ch->text) FAIL("chunk %d text truncated or not UTF-8", ch->order);
     if (decode_lines(c, ch, strlen(ch->text), why, whylen)) return -1;
+    ch->section = wire_get_str(c, WIRE_MAX_SECTION);
+    if (!ch->section) FAIL("chunk %d section truncated, too long or not UTF-8", ch->order);
     ex->next_order++;
     return 0;
 }

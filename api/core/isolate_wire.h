@@ -33,6 +33,7 @@ enum { WIRE_HELLO = 1, WIRE_DOC = 2, WIRE_PAGE = 3, WIRE_FAIL = 4, WIRE_END = 5 
 #define WIRE_MAGIC 0x4d4d5257u          /* "WRMM" read little-endian */
 #define WIRE_VERSION 1u
 #define WIRE_MAX_RECORD (256u << 20)    /* one page's record; larger is a protocol error */
+#define WIRE_MAX_SECTION 1024u          /* a chunk's section path (ingest keeps them short) */
 #define WIRE_MAX_TITLE 255
 
 /* A growable output buffer (the child's side). */

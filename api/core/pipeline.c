@@ -60,6 +60,7 @@ static int spool_page(store *s, const ingest_page *p, pipeline_result *r) {
         store_line *lines = to_lines(c);
         store_chunk sc = {.ord = c->order, .page = c->page, .kind = c->kind,
                           .box = to_box(c->box), .image_idx = c->image_index, .text = c->text,
+                          .section = c->section,
                           .lines = lines, .n_lines = lines ? c->n_lines : 0};
         rc = store_chunk_add(s, &sc);
         free(lines);
