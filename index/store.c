@@ -132,6 +132,19 @@ void store_tx_rollback(store *s) {
     if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
 }
 
+int store_step_batch_row(store *s, sqlite3_stmt *st, const char *what, int32_t *written) {
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        int rc = store_sql_err(s, what);
+        sqlite3_reset(st);
+        store_tx_rollback(s);
+        *written = 0;
+        return rc;
+    }
+    *written += sqlite3_changes(s->db) > 0;
+    sqlite3_reset(st);
+    return STORE_OK;
+}
+
 int store_bump_generation(store *s) {
     return store_exec(s, "UPDATE meta SET value = CAST(value AS INTEGER) + 1"
                          " WHERE key = 'generation'", "bump generation");

@@ -39,6 +39,10 @@ int store_tx_begin(store *s);
 int store_tx_commit(store *s);
 void store_tx_rollback(store *s);
 int store_bump_generation(store *s);
+/* One row of a batch written inside an open transaction: steps the bound statement, adds
+ * a changed row to *written and resets it; on an error rolls the transaction back, sets
+ * *written to 0 and returns the error ("write <what>"). */
+int store_step_batch_row(store *s, sqlite3_stmt *st, const char *what, int32_t *written);
 char *store_strdup(const char *t);   /* NULL-safe, "" for NULL */
 const char *store_owner_name(int32_t owner_kind);
 /* 0, or STORE_ERR_ARG + message unless space is "text"/"image" and model is non-empty. */

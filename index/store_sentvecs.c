@@ -37,15 +37,7 @@ int store_sentvecs_put(store *s, const char *model, int32_t dim, const store_sen
         /* a zero-length blob is still a blob (not NULL): "looked at, nothing to embed" */
         sqlite3_bind_blob(st, 5, rows[i].n ? (const void *)rows[i].v : "", rows[i].n * dim * (int)sizeof(float),
                           SQLITE_STATIC);
-        if (sqlite3_step(st) != SQLITE_DONE) {
-            rc = store_sql_err(s, "write sentence vectors");
-            sqlite3_reset(st);
-            store_tx_rollback(s);
-            w = 0;
-            goto out;
-        }
-        w += sqlite3_changes(s->db) > 0;
-        sqlite3_reset(st);
+        if ((rc = store_step_batch_row(s, st, "write sentence vectors", &w))) goto out;
     }
     rc = store_tx_commit(s);
     if (rc) w = 0;

@@ -375,16 +375,7 @@ int store_vectors_put(store *s, const char *space, const char *model, int32_t di
         sqlite3_bind_text(q, 3, model, -1, SQLITE_STATIC);
         sqlite3_bind_int(q, 4, dim);
         sqlite3_bind_blob(q, 5, vecs[i].v, dim * (int)sizeof(float), SQLITE_STATIC);
-        int step = sqlite3_step(q);
-        if (step != SQLITE_DONE) {
-            rc = store_sql_err(s, "write vector");
-            sqlite3_reset(q);
-            store_tx_rollback(s);
-            w = 0;
-            goto out;
-        }
-        w += sqlite3_changes(s->db) > 0;
-        sqlite3_reset(q);
+        if ((rc = store_step_batch_row(s, q, "write vector", &w))) goto out;
     }
     if (w && (rc = store_bump_generation(s))) { store_tx_rollback(s); w = 0; goto out; }
     rc = store_tx_commit(s);
