@@ -5,7 +5,9 @@
  *   llama3  <|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n…<|eot_id|>…
  *           <|start_header_id|>assistant<|end_header_id|>\n\n
  *   gemma   <bos><start_of_turn>user\n[system\n\n]…<end_of_turn>\n<start_of_turn>model\n
- * No template, or one with none of the markers: ChatML, reported as not recognized. */
+ * No template, or one with none of the markers (base models such as gemma-3-270m ship
+ * none): the format whose turn markers the vocabulary has (<start_of_turn>: gemma,
+ * <|start_header_id|>: llama3), else ChatML; either way reported as not recognized. */
 #include "engine/engine_internal.h"
 
 #include <string.h>
@@ -14,10 +16,16 @@ void engine_chat_detect(struct mmrag_engine *e) {
     const char *t = NULL;
     e->chat = ENGINE_CHAT_CHATML;
     e->chat_recognized = 0;
-    if (mf_gguf_get_str(e->gguf, "tokenizer.chat_template", &t, NULL) || !t) return;
-    if (strstr(t, "<|im_start|>")) e->chat_recognized = 1;
-    else if (strstr(t, "<|start_header_id|>")) e->chat = ENGINE_CHAT_LLAMA3, e->chat_recognized = 1;
-    else if (strstr(t, "<start_of_turn>")) e->chat = ENGINE_CHAT_GEMMA, e->chat_recognized = 1;
+    if (mf_gguf_get_str(e->gguf, "tokenizer.chat_template", &t, NULL) == 0 && t) {
+        if (strstr(t, "<|im_start|>")) e->chat_recognized = 1;
+        else if (strstr(t, "<|start_header_id|>")) e->chat = ENGINE_CHAT_LLAMA3, e->chat_recognized = 1;
+        else if (strstr(t, "<start_of_turn>")) e->chat = ENGINE_CHAT_GEMMA, e->chat_recognized = 1;
+        if (e->chat_recognized) return;
+    }
+    const engine_vocab *v = &e->vocab;
+    if (engine_vocab_find(v, "<|im_start|>", 12) >= 0) return;
+    if (engine_vocab_find(v, "<start_of_turn>", 15) >= 0) e->chat = ENGINE_CHAT_GEMMA;
+    else if (engine_vocab_find(v, "<|start_header_id|>", 19) >= 0) e->chat = ENGINE_CHAT_LLAMA3;
 }
 
 const char *mmrag_engine_chat_template(const struct mmrag_engine *e, int *recognized) {
