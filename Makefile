@@ -78,8 +78,22 @@ faiss: $(FAISS)/.stamp
 models:
 	@scripts/fetch-models.sh $(MODELS)
 
+# optional models (not needed by `make test`; tests that use them skip without them):
+# Gemma 3 270M Q4_K_M (Gemma terms: fetched, never committed)
+.PHONY: models-extra
+models-extra:
+	@scripts/fetch-models.sh --extra $(MODELS)
+
 # llama.cpp's llama-bench, the baseline `make bench` compares the engine with (bench only)
-.PHONY: llamacpp
+.PHONY: llamacpp check-llamacpp
+# the engine's prompt logits against llama.cpp's on the same GGUF files (SmolLM2 as
+# shipped and re-quantized to Q4_K_M/Q5_K_M/Q6_K/Q8_0, gemma-3-270m if fetched, the tiny
+# architecture models); outside `make test` (it builds llama.cpp once, ~10-20 min)
+check-llamacpp:
+	@$(MAKE) --no-print-directory models
+	@$(MAKE) --no-print-directory $(BUILD)/tests/tool_logits $(GOLDEN)
+	@scripts/check-llamacpp.sh $(BUILD) $(MODELS)
+
 llamacpp:
 	@scripts/build-llamacpp.sh >/dev/null
 

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# `make check-llamacpp`: the engine against llama.cpp on the same GGUF files. For every
+# model it can find, both sides evaluate the same prompt tokens (tests/data/llamacpp_prompt.txt,
+# ~550 tokens: two 512-token prefill chunks, past Gemma 3's 512-token sliding window) and
+# the script compares every row of prompt logits, the tokenization of the prompt text and
+# 16 greedy tokens after it.
+#   models: SmolLM2-135M-Instruct as shipped (Q4_1) and re-quantized here by llama.cpp's
+#   llama-quantize to Q4_K_M, Q5_K_M, Q6_K, Q8_0 (cached under BUILD/llamacpp/, never
+#   committed); gemma-3-270m Q4_K_M when `make models-extra` fetched it; the tiny random
+#   llama3/qwen2/qwen3/gemma3 test models (build/golden) when llama.cpp loads them.
+# Pass: for each model, max over rows of max_v |ours - llama.cpp| / (row max - row min)
+# is at most MMRAG_LCPP_TOL (default 0.02: llama.cpp rounds activations to q8 per block
+# in its own order, keeps some intermediates in f16 and sums differently, so logits of
+# a 30-layer quantized model agree to ~1e-2 of their range, not bit for bit), and the
+# prompt tokenizes to the same ids. Greedy agreement is reported, not required (a near tie
+# may flip a token and the continuations then diverge).
+# Needs llama.cpp built by scripts/build-llamacpp.sh (the `make bench` baseline; builds it
+# when missing unless MMRAG_LCPP_NO_BUILD=1). Exit 0 all pass, 1 a mismatch, 2 no llama.cpp.
+# Usage: scripts/check-llamacpp.sh BUILD_DIR MODELS_DIR
+set -u
+build=${1:-build}; models=${2:-models}
+here=$(cd "$(dirname "$0")" && pwd)
+tol=${MMRAG_LCPP_TOL:-0.02}
+threads=${MMRAG_LCPP_THREADS:-2}
+prompt_file=$here/../tests/data/llamacpp_prompt.txt
+ours=$build/tests/tool_logits
+if [ "${MMRAG_LCPP_NO_BUILD:-0}" = 1 ]; then lb=$("$here/build-llamacpp.sh" --check)
+else lb=$("$here/build-llamacpp.sh" | tail -1); fi
+[ -n "$lb" ] && [ -x "$lb" ] || { echo "check-llamacpp: llama.cpp not built (scripts/build-llamacpp.sh)"; exit 2; }
+prefix=$(cd "$(dirname "$lb")/.." && pwd)
+[ -x "$ours" ] || { echo "check-llamacpp: $ours not built"; exit 2; }
+work=$build/llamacpp
+mkdir -p "$work"
+lc=$work/llamacpp-logits
+if [ ! -x "$lc" ] || [ "$here/llamacpp-logits.c" -nt "$lc" ] || [ "$prefix/lib/libllama.a" -nt "$lc" ]; then
+  ${CC:-cc} -O2 -std=c11 -Wall -Wextra -Werror -I"$prefix/include" -o "$lc" "$here/llamacpp-logits.c" \
+    -L"$prefix/lib" -lllama -lggml -lggml-cpu -lggml-base -lstdc++ -lgomp -lm -pthread \
+    || { echo "check-llamacpp: cannot build $lc" >&2; exit 2; }
+fi
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mmrag-lcpp-check.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# SmolLM2 re-quantized by llama-quantize (once; the source is already quantized, hence
+# --allow-requantize: the point is the same file on both sides, not the best quality)
+src=$models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+list=()
+if [ -f "$src" ]; then
+  list+=("$src")
+  for q in Q4_K_M Q5_K_M Q6_K Q8_0; do
+    dst=$work/SmolLM2-135M-Instruct.$q.gguf
+    if [ ! -s "$dst" ] || [ "$src" -nt "$dst" ]; then
+      "$prefix/bin/llama-quantize" --allow-requantize "$src" "$dst.tmp" "$q" "$threads" >"$tmp/q.log" 2>&1 \
+        && mv "$dst.tmp" "$dst" || { echo "check-llamacpp: llama-quantize $q failed: $(tail -1 "$tmp/q.log")"; rm -f "$dst.tmp"; continue; }
+    fi
+    list+=("$dst")
+  done
+else
+  echo "check-llamacpp: $src missing (make models)"
+fi
+g=$models/gemma3/gemma-3-270m-q4_k_m.gguf
+if [ -f "$g" ]; then list+=("$g"); else echo "check-llamacpp: skipped gemma-3-270m ($g missing: make models-extra)"; fi
+for a in llama3 qwen2 qwen3 gemma3; do
+  [ -f "$build/golden/tiny_$a.gguf" ] && list+=("$build/golden/tiny_$a.gguf")
+done
+
+prompt=$(cat "$prompt_file")
+fail=0
+printf "%-38s %-6s %-9s %-10s %-10s %-9s %-9s %-8s %s\n" model tokens tokenize max_abs max_rel top1 max_kl greedy result
+for m in "${list[@]}"; do
+  name=$(basename "$m" .gguf)
+  if ! "$lc" "$m" --text "$prompt" --gen 16 --threads "$threads" --out "$tmp/ref.bin" >"$tmp/lc.out" 2>"$tmp/lc.err"; then
+    printf "%-38s llama.cpp does not load it: %s\n" "$name" "$(grep -v '^$' "$tmp/lc.err" | tail -1)"
+    continue
+  fi
+  ids=$(awk '/^ids:/{print $2}' "$tmp/lc.out")
+  ids_text=$(awk '/^ids_text:/{print $2}' "$tmp/lc.out")
+  our_text=$("$ours" "$m" --text "$prompt" 2>/dev/null | awk '/^ids:/{print $2}')
+  if [ "$our_text" = "$ids_text" ]; then tk=same; else tk=DIFFERS; fi
+  if ! "$ours" "$m" --ids "$ids" --gen 16 --threads "$threads" --ref "$tmp/ref.bin" --tol "$tol" \
+       >"$tmp/our.out" 2>"$tmp/our.err"; then
+    st=$?
+    [ "$st" = 3 ] || { printf "%-38s mmrag failed: %s\n" "$name" "$(tail -1 "$tmp/our.err")"; fail=1; continue; }
+  else st=0; fi
+  read -r _ _ rows _ mabs _ mrel _ _ _ _ top1 _ mkl <<<"$(grep '^compare:' "$tmp/our.out")"
+  a=$(awk '/^gen:/{print $2}' "$tmp/lc.out" | tr ',' ' '); b=$(awk '/^gen:/{print $2}' "$tmp/our.out" | tr ',' ' ')
+  same=$(awk -v a="$a" -v b="$b" 'BEGIN { n = split(a, x, " "); split(b, y, " ");
+    for (i = 1; i <= n && x[i] == y[i]; i++); print i - 1 "/" n }')
+  res=ok
+  if [ "$st" = 3 ] || [ "$tk" != same ]; then res=FAIL; fail=1; fi
+  printf "%-38s %-6s %-9s %-10s %-10s %-9s %-9s %-8s %s\n" "$name" "$rows" "$tk" "$mabs" "$mrel" "$top1" "$mkl" "$same" "$res"
+done
+echo "(max_rel: worst row's max |Δlogit| / that row's logit range; tolerance $tol. top1: rows with the"
+echo " same argmax. max_kl: worst KL(llama.cpp || mmrag) in nats. greedy: leading greedy tokens equal."
+echo " llama.cpp: $(head -1 "$prefix/BUILD-INFO" 2>/dev/null), KV cache f32 on both sides, $threads threads)"
+exit $fail
