@@ -126,8 +126,13 @@ int32_t mmrag_engine_chat_prompt(const struct mmrag_engine *e, const char *syste
 /* The format mmrag_engine_chat_prompt uses, recognized from tokenizer.chat_template:
  * "chatml" (<|im_start|>: SmolLM2, Qwen), "llama3" (<|start_header_id|>) or "gemma"
  * (<start_of_turn>). *recognized (may be NULL) is set to 0 when the file has no template or
- * an unrecognized one: ChatML is then used and callers should warn. Static text. */
+ * an unrecognized one, and callers should warn: an unrecognized template gets ChatML; no
+ * template (a base model) gets ChatML when the vocabulary has <|im_start|>, else "plain"
+ * ([BOS][system\n\n]user\nAnswer:, a completion prompt). Static text. */
 const char *mmrag_engine_chat_template(const struct mmrag_engine *e, int *recognized);
+/* Stop strings generation should use with this format (the plain format's "\n\n" and
+ * "\nQuestion:"; none for chat formats). *n gets the count; static, may be NULL if 0. */
+const char *const *mmrag_engine_chat_stops(const struct mmrag_engine *e, int32_t *n);
 
 /* ---- sessions (one thread at a time each) ------------------------------------------ */
 struct mmrag_session *mmrag_session_create(struct mmrag_engine *e, char *err, size_t errlen);

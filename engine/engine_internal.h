@@ -95,7 +95,7 @@ struct mmrag_engine {
 };
 
 /* Chat prompt formats recognized from tokenizer.chat_template (engine/chat.c). */
-enum engine_chat { ENGINE_CHAT_CHATML, ENGINE_CHAT_LLAMA3, ENGINE_CHAT_GEMMA };
+enum engine_chat { ENGINE_CHAT_CHATML, ENGINE_CHAT_LLAMA3, ENGINE_CHAT_GEMMA, ENGINE_CHAT_PLAIN };
 void engine_chat_detect(struct mmrag_engine *e);
 
 int engine_arch_is_local(const struct mmrag_engine *e, int layer);

@@ -2,10 +2,13 @@
  * side of `make check-llamacpp` (scripts/check-llamacpp.sh; tests/tool_llamacpp_logits.c is
  * the llama.cpp side with the same interface).
  * Usage: tool_logits MODEL.gguf [--text TEXT | --ids 1,2,3] [--gen N] [--out FILE]
- *                   [--threads T] [--bos] [--ref FILE [--tol REL]]
+ *                   [--threads T] [--bos] [--seq] [--ref FILE [--tol REL]]
  *   --text  tokenized by the engine (special tokens parsed), BOS prepended with --bos
  *   --ids   token ids as given (so both sides see the same tokens)
  *   --gen   greedy tokens after the prompt (default 0)
+ *   --seq   evaluates the prompt one token at a time (the decoding path: activations
+ *           rounded to q8 before quantized weights) instead of in 512-token chunks (fp32
+ *           GEMM on dequantized weights); the two differ by that rounding alone
  *   --out   writes the prompt logits, n_tokens * n_vocab little-endian float32, row-major
  *   --ref   compares the prompt logits with a reference file of the same layout (llama.cpp's)
  *           and prints "compare: ..." (per row: max |Δ| over the vocabulary, relative to
@@ -89,7 +92,7 @@ int main(int argc, char **argv) {
     const char *text = "The capital of France is", *ids_arg = NULL, *out = NULL;
     const char *ref = NULL;
     double tol = 0;
-    int gen = 0, bos = 0;
+    int gen = 0, bos = 0, seq = 0;
     struct mmrag_engine_params p = mmrag_engine_default_params();
     p.n_ctx = 2048;
     for (int i = 2; i < argc; i++) {
@@ -99,6 +102,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) out = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) p.n_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bos")) bos = 1;
+        else if (!strcmp(argv[i], "--seq")) seq = 1;
         else if (!strcmp(argv[i], "--ref") && i + 1 < argc) ref = argv[++i];
         else if (!strcmp(argv[i], "--tol") && i + 1 < argc) tol = atof(argv[++i]);
         else { fprintf(stderr, "tool_logits: unknown argument %s\n", argv[i]); return 2; }
@@ -127,7 +131,12 @@ int main(int argc, char **argv) {
     if (!s) { fprintf(stderr, "tool_logits: %s\n", err); mmrag_engine_free(e); return 1; }
     int32_t nv = mmrag_engine_n_vocab(e);
     float *all = malloc((size_t)n * (size_t)nv * sizeof *all);
-    int rc = all ? mmrag_session_eval_all(s, ids, n, all) : -1;
+    int rc = all ? 0 : -1;
+    for (int32_t i = 0; seq && !rc && i < n; i++) {
+        rc = mmrag_session_eval(s, ids + i, 1);
+        if (!rc) memcpy(all + (size_t)i * nv, mmrag_session_logits(s), (size_t)nv * sizeof *all);
+    }
+    if (!seq && !rc) rc = mmrag_session_eval_all(s, ids, n, all);
     if (rc) {
         fprintf(stderr, "tool_logits: eval: %s\n", mmrag_session_errmsg(s));
         free(all); mmrag_session_free(s); mmrag_engine_free(e);
@@ -144,7 +153,8 @@ int main(int argc, char **argv) {
         }
         if (f) fclose(f);
     }
-    if (ref && !rc) rc = compare(ref, all, n, nv, tol);
+    int cmp = ref && !rc ? compare(ref, all, n, nv, tol) : 0;
+    if (cmp == 1) rc = 1;
     printf("gen:");
     const float *lg = all + (size_t)(n - 1) * (size_t)nv;
     char piece[256];
@@ -166,5 +176,5 @@ int main(int argc, char **argv) {
     free(all);
     mmrag_session_free(s);
     mmrag_engine_free(e);
-    return rc;
+    return rc ? rc : cmp;
 }
