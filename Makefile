@@ -56,12 +56,12 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 PREFIX ?= /usr/local
 
-.PHONY: all deps deps-dev faiss models test demo bench eval clean help check-faiss install check-api
+.PHONY: all deps deps-dev faiss models models-extra test demo bench eval clean help check-faiss install check-api
 all: $(BUILD)/mmrag $(BUILD)/libmmrag.a $(BUILD)/libmmrag.so $(EXAMPLE_BIN)
 
 help:
 	@sed -n 's/^#   //p' Makefile
-	@echo "  make deps | models | test | demo | bench | eval | check-api | clean"
+	@echo "  make deps | models | models-extra | test | demo | bench | eval | check-api | check-llamacpp | clean"
 
 deps:
 	@scripts/deps.sh

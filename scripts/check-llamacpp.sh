@@ -48,20 +48,11 @@ fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mmrag-lcpp-check.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-# SmolLM2 re-quantized by llama-quantize (once; the source is already quantized, hence
-# --allow-requantize: the point is the same file on both sides, not the best quality)
 src=$models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 list=()
 if [ -f "$src" ]; then
   list+=("$src")
-  for q in Q4_K_M Q5_K_M Q6_K Q8_0; do
-    dst=$work/SmolLM2-135M-Instruct.$q.gguf
-    if [ ! -s "$dst" ] || [ "$src" -nt "$dst" ]; then
-      "$prefix/bin/llama-quantize" --allow-requantize "$src" "$dst.tmp" "$q" "$threads" >"$tmp/q.log" 2>&1 \
-        && mv "$dst.tmp" "$dst" || { echo "check-llamacpp: llama-quantize $q failed: $(tail -1 "$tmp/q.log")"; rm -f "$dst.tmp"; continue; }
-    fi
-    list+=("$dst")
-  done
+  while read -r f; do list+=("$f"); done < <("$here/quantize-smollm2.sh" "$build" "$models")
 else
   echo "check-llamacpp: $src missing (make models)"
 fi

