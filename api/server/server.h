@@ -29,6 +29,7 @@ typedef struct {
     int32_t gen_slots;         /* concurrent generations (engine sessions); default 1 */
     int32_t gen_threads;       /* kernel threads per generation; 0 = engine default */
     int32_t quiet;             /* no access log on stderr */
+    const char *llm;           /* language model GGUF; NULL = $MMRAG_LLM, else the models dir's SmolLM2 */
 } srv_config;
 
 typedef struct srv_server srv_server;
