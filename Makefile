@@ -50,6 +50,8 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TEST_SH  := $(wildcard tests/test_*.sh)
 TOOL_SRC := $(wildcard tests/tool_*.c)
 TOOL_BIN := $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
+# the CLI with the isolated-ingest fault hook (tests/fault_hooks.c); tests only
+FAULT_BIN := $(BUILD)/tests/mmrag_faults
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
@@ -142,6 +144,11 @@ $(BUILD)/mmrag: $(BUILD)/obj/api/cli/main.o $(BUILD)/libmmrag.a
 	@echo "  LD      $@"
 	@$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(FAULT_BIN): tests/fault_hooks.c $(BUILD)/obj/api/cli/main.o $(BUILD)/libmmrag.a
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/obj/api/cli/main.o $(BUILD)/libmmrag.a $(LDLIBS)
+
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libmmrag.a tests/test.h
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
@@ -194,7 +201,7 @@ GOLDEN := $(BUILD)/golden/tiny_llama.gguf $(BUILD)/golden/kquants.bin $(BUILD)/g
 # `make test` = deps + models + build + every tests/test_* binary; ends "N passed, N failed"
 test: deps
 	@$(MAKE) --no-print-directory models
-	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN) $(GOLDEN)
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN) $(FAULT_BIN) $(GOLDEN)
 	@scripts/run-tests.sh $(BUILD) $(MODELS) $(TEST_BIN) $(TEST_SH)
 
 demo: deps
@@ -215,6 +222,16 @@ eval: deps
 	@$(MAKE) --no-print-directory models
 	@$(MAKE) --no-print-directory all $(TOOL_BIN)
 	@scripts/eval-retrieval.sh $(BUILD) $(MODELS)
+
+# `make crash-trials [TRIALS=N]` = kill -9 `mmrag index` at random moments N times (default
+# 100), checking after each that the collection is whole (scripts/crash-trials.sh); not in
+# `make test`
+TRIALS ?= 100
+.PHONY: crash-trials
+crash-trials: deps
+	@$(MAKE) --no-print-directory models
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/tool_gencorpus
+	@scripts/crash-trials.sh $(BUILD) $(TRIALS) $(MODELS)
 
 # `make check-api` = Schemathesis (PyPI, in a cached venv) against /openapi.json: no 5xx
 check-api: deps

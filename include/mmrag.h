@@ -57,6 +57,15 @@ typedef struct {
     const char *models_dir;      /* NULL: $MMRAG_MODELS, else "models" */
     const char *llm_path;        /* GGUF for mmrag_ask; NULL: <models>/smollm2/...Q4_1.gguf */
     int32_t threads;             /* kernel threads per generation; 0 = all CPUs */
+    /* Indexing parses each PDF in a child process (a fork of this one, or ingest_worker):
+     * a PDF that crashes, hangs or exhausts the parser fails with MMRAG_ERR_INPUT and a
+     * message naming the reason, and nothing of it is stored. */
+    int32_t ingest_timeout_s;    /* wall clock per document; 0 = 600 s; -1 = none */
+    int32_t ingest_mem_mb;       /* the parser's address-space limit; 0 = 4096 MiB; -1 = none */
+    int32_t ingest_in_process;   /* 1: parse in this process (no isolation, no limits) */
+    const char *ingest_worker;   /* path of an `mmrag` binary to exec as the parser (no fork
+                                  * of a multithreaded caller; the string must outlive the
+                                  * handle); NULL: fork this process */
 } mmrag_options;
 
 typedef struct { float x0, y0, x1, y1; } mmrag_box;

@@ -51,6 +51,26 @@ static const char *const migrations[] = {
     "INSERT OR IGNORE INTO meta VALUES('generation', '0');",
     /* v2: each chunk's text lines (store.h, store_line); NULL for rows written before */
     "ALTER TABLE chunks ADD COLUMN lines BLOB;",
+    /* v3: each chunk's section path (store_chunk.section), a second FTS column */
+    "ALTER TABLE chunks ADD COLUMN section TEXT NOT NULL DEFAULT '';"
+    "DROP TRIGGER chunks_ai; DROP TRIGGER chunks_ad; DROP TRIGGER chunks_au;"
+    "DROP TABLE chunks_fts;"
+    "CREATE VIRTUAL TABLE chunks_fts USING fts5(text, section, content='chunks',"
+    " content_rowid='id', tokenize='porter unicode61 remove_diacritics 2');"
+    "CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN"
+    " INSERT INTO chunks_fts(rowid, text, section) VALUES (new.id, new.text, new.section); END;"
+    "CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN"
+    " INSERT INTO chunks_fts(chunks_fts, rowid, text, section)"
+    " VALUES ('delete', old.id, old.text, old.section); END;"
+    "CREATE TRIGGER chunks_au AFTER UPDATE OF text, section ON chunks BEGIN"
+    " INSERT INTO chunks_fts(chunks_fts, rowid, text, section)"
+    " VALUES ('delete', old.id, old.text, old.section);"
+    " INSERT INTO chunks_fts(rowid, text, section) VALUES (new.id, new.text, new.section); END;"
+    "INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild');"
+    /* ... and the vectors of its sentences (store_sentvecs_put), n x dim floats a row */
+    "CREATE TABLE sentence_vectors(chunk_id INTEGER NOT NULL REFERENCES chunks(id)"
+    " ON DELETE CASCADE, model TEXT NOT NULL, doc INTEGER NOT NULL, dim INTEGER NOT NULL,"
+    " n INTEGER NOT NULL, blob BLOB NOT NULL, PRIMARY KEY(chunk_id, model)) WITHOUT ROWID;",
 };
 #define N_MIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 _Static_assert(N_MIGRATIONS == STORE_SCHEMA_VERSION, "one migration per schema version");

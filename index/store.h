@@ -36,7 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define STORE_SCHEMA_VERSION 2   /* schema this code writes; older ones are migrated */
+#define STORE_SCHEMA_VERSION 3   /* schema this code writes; older ones are migrated */
 
 typedef enum {
     STORE_OK = 0,
@@ -139,6 +139,7 @@ typedef struct {
     store_box box;
     int32_t image_idx;         /* store_image.idx it is anchored to, or -1 */
     const char *text;          /* UTF-8 (copied) */
+    const char *section;       /* heading path of its section (copied); NULL = none */
     const store_line *lines;   /* n_lines text lines (copied); NULL/0 = none. Each range
                                 * must lie inside text, ascending, not overlapping */
     int32_t n_lines;
@@ -179,6 +180,7 @@ typedef struct {
     int64_t image_id;          /* 0 = not anchored */
     char *text;
     char *embedding_key;       /* "<doc>_<chunk>_<img>", img "none" when not anchored */
+    char *section;             /* heading path, "" when none (or indexed before schema v3) */
 } store_chunk_row;
 
 typedef struct {
@@ -239,6 +241,8 @@ typedef struct {
     int32_t n_docs;
     int32_t page_min, page_max;  /* 0 = unbounded */
     int32_t kind;              /* store_chunk_kind, or -1 = any */
+    float section_weight;      /* BM25 weight of the section path against the text (1);
+                                * 0: a match there still counts as a hit but scores 0 */
 } store_search_opts;
 
 typedef struct {
@@ -298,6 +302,7 @@ typedef struct {
     int64_t id;                /* chunk id or image id */
     int64_t doc;
     char *text;                /* chunk: its text; image: caption + anchored chunk text */
+    char *section;             /* chunk: its section path ("" when none); image: NULL */
     uint8_t *png; size_t png_len;   /* image only: the preview (NULL for chunks) */
     int32_t width_px, height_px;
 } store_todo;
@@ -306,6 +311,23 @@ int store_chunks_without_vector(store *s, const char *space, const char *model,
 int store_images_without_vector(store *s, const char *space, const char *model,
                                 int64_t after_id, int32_t limit, store_todo **items, int32_t *n);
 void store_todos_free(store_todo *items, int32_t n);
+
+/* ---- sentence vectors (retrieval scores a chunk by its best sentence too) ---------------
+ * One row per (chunk, model): the chunk's sentences embedded one by one, n x dim floats in
+ * sentence order (n may be 0: the chunk was looked at and has no sentence worth a vector).
+ * Rows go with their chunk. */
+typedef struct { int64_t chunk_id; int32_t n; const float *v; } store_sentvec;
+/* Writes n rows in one transaction; a chunk that is gone is skipped. *written may be NULL. */
+int store_sentvecs_put(store *s, const char *model, int32_t dim, const store_sentvec *rows,
+                       int32_t n, int32_t *written);
+/* best[i] = the largest dot product of q (dim floats) with the sentence vectors of chunk
+ * ids[i], or -2 when it has none for this model. */
+int store_sentvecs_best(store *s, const char *model, const float *q, int32_t dim,
+                        const int64_t *ids, int32_t n, float *best);
+/* Work list: chunks with id > after_id without a sentence row for model (text, section). */
+int store_chunks_without_sentvecs(store *s, const char *model, int64_t after_id, int32_t limit,
+                                  store_todo **items, int32_t *n);
+int store_sentvecs_count(store *s, const char *model, int64_t *count);
 
 /* Totals for status displays. */
 typedef struct { int64_t docs, pages, images, chunks, vectors; } store_counts;

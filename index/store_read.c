@@ -227,7 +227,7 @@ int store_pages_get(store *s, int64_t doc, store_page_row **rows, int32_t *n) {
     return rc;
 }
 
-#define CHUNK_COLS "id, doc, page, ord, kind, x0, y0, x1, y1, image_id, text, embedding_key FROM chunks"
+#define CHUNK_COLS "id, doc, page, ord, kind, x0, y0, x1, y1, image_id, text, embedding_key, section FROM chunks"
 
 static int chunk_from_row(sqlite3_stmt *st, void *row) {
     store_chunk_row *r = row;
@@ -241,12 +241,13 @@ static int chunk_from_row(sqlite3_stmt *st, void *row) {
     r->image_id = sqlite3_column_int64(st, 9);
     r->text = col_str(st, 10);
     r->embedding_key = col_str(st, 11);
-    return r->text && r->embedding_key ? 0 : -1;
+    r->section = col_str(st, 12);
+    return r->text && r->embedding_key && r->section ? 0 : -1;
 }
 
 void store_chunk_row_clear(store_chunk_row *r) {
     if (!r) return;
-    free(r->text); free(r->embedding_key);
+    free(r->text); free(r->embedding_key); free(r->section);
     memset(r, 0, sizeof *r);
 }
 

@@ -103,6 +103,7 @@ void store_search_opts_default(store_search_opts *o) {
     memset(o, 0, sizeof *o);
     o->k = 10;
     o->kind = -1;
+    o->section_weight = 1.0f;
 }
 
 void store_hits_free(store_hit *hits, int32_t n) {
@@ -139,17 +140,17 @@ int store_search_bm25(store *s, const char *query, const store_search_opts *opt,
     if (!match[0]) goto out;    /* nothing searchable: no hits, not an error */
     int k = snprintf(sql, sqlcap,
         "SELECT c.id, c.doc, d.title, c.page, c.kind, c.x0, c.y0, c.x1, c.y1, c.image_id,"
-        " snippet(chunks_fts, 0, '[', ']', '…', 16), c.text, bm25(chunks_fts)"
+        " snippet(chunks_fts, 0, '[', ']', '…', 16), c.text, bm25(chunks_fts, 1.0, %g)"
         " FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid JOIN documents d ON d.id = c.doc"
         " WHERE chunks_fts MATCH ?1 AND (?2 = 0 OR c.page >= ?2) AND (?3 = 0 OR c.page <= ?3)"
-        " AND (?4 IS NULL OR c.kind = ?4)");
+        " AND (?4 IS NULL OR c.kind = ?4)", (double)o.section_weight);
     if (o.n_docs > 0) {
         k += snprintf(sql + k, sqlcap - (size_t)k, " AND c.doc IN (");
         for (int32_t i = 0; i < o.n_docs; i++)
             k += snprintf(sql + k, sqlcap - (size_t)k, i ? ",?" : "?");
         k += snprintf(sql + k, sqlcap - (size_t)k, ")");
     }
-    snprintf(sql + k, sqlcap - (size_t)k, " ORDER BY bm25(chunks_fts) LIMIT %d", o.k);
+    snprintf(sql + k, sqlcap - (size_t)k, " ORDER BY bm25(chunks_fts, 1.0, %g) LIMIT %d", (double)o.section_weight, o.k);
     if ((rc = store_prepare(s, sql, &st))) goto out;
     sqlite3_bind_text(st, 1, match, -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 2, o.page_min);
@@ -296,7 +297,11 @@ out:
 }
 
 void store_todos_free(store_todo *items, int32_t n) {
-    for (int32_t i = 0; items && i < n; i++) { free(items[i].text); free(items[i].png); }
+    for (int32_t i = 0; items && i < n; i++) {
+        free(items[i].text);
+        free(items[i].section);
+        free(items[i].png);
+    }
     free(items);
 }
 
@@ -330,7 +335,9 @@ static char *image_text(store *s, int64_t image_id) {
     return out;
 }
 
-static int todo_list(store *s, int image, const char *space, const char *model, int64_t after,
+/* what: TODO_CHUNKS, TODO_IMAGES or TODO_SENTENCES (chunks without sentence vectors) */
+enum { TODO_CHUNKS, TODO_IMAGES, TODO_SENTENCES };
+static int todo_list(store *s, int what, const char *space, const char *model, int64_t after,
                      int32_t limit, store_todo **items, int32_t *n) {
     if (!s || !items || !n) return STORE_ERR_ARG;
     *items = NULL; *n = 0;
@@ -341,14 +348,18 @@ static int todo_list(store *s, int image, const char *space, const char *model, 
     int rc = store_check_space(s, space, model);
     if (rc) goto out;
     if (limit <= 0) limit = 64;
-    static const char *const sql[2] = {
-        "SELECT c.id, c.doc, c.text, NULL, 0, 0 FROM chunks c WHERE c.id > ?1 AND NOT EXISTS"
+    int image = what == TODO_IMAGES;
+    static const char *const sql[3] = {
+        "SELECT c.id, c.doc, c.text, NULL, 0, 0, c.section FROM chunks c WHERE c.id > ?1 AND NOT EXISTS"
         " (SELECT 1 FROM vectors v WHERE v.owner_kind='chunk' AND v.owner_id=c.id AND v.space=?2"
         " AND v.model=?3) ORDER BY c.id LIMIT ?4",
-        "SELECT i.id, i.doc, NULL, i.preview, i.width_px, i.height_px FROM images i WHERE i.id > ?1"
+        "SELECT i.id, i.doc, NULL, i.preview, i.width_px, i.height_px, NULL FROM images i WHERE i.id > ?1"
         " AND NOT EXISTS (SELECT 1 FROM vectors v WHERE v.owner_kind='image' AND v.owner_id=i.id"
-        " AND v.space=?2 AND v.model=?3) ORDER BY i.id LIMIT ?4"};
-    if ((rc = store_prepare(s, sql[image], &st))) goto out;
+        " AND v.space=?2 AND v.model=?3) ORDER BY i.id LIMIT ?4",
+        "SELECT c.id, c.doc, c.text, NULL, 0, 0, c.section FROM chunks c WHERE c.id > ?1 AND ?2 != ''"
+        " AND NOT EXISTS (SELECT 1 FROM sentence_vectors v WHERE v.chunk_id=c.id AND v.model=?3)"
+        " ORDER BY c.id LIMIT ?4"};
+    if ((rc = store_prepare(s, sql[what], &st))) goto out;
     sqlite3_bind_int64(st, 1, after);
     sqlite3_bind_text(st, 2, space, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 3, model, -1, SQLITE_STATIC);
@@ -362,7 +373,10 @@ static int todo_list(store *s, int image, const char *space, const char *model, 
         store_todo *t = &arr[cnt++];
         t->id = sqlite3_column_int64(st, 0);
         t->doc = sqlite3_column_int64(st, 1);
-        if (!image) t->text = store_strdup((const char *)sqlite3_column_text(st, 2));
+        if (!image) {
+            t->text = store_strdup((const char *)sqlite3_column_text(st, 2));
+            t->section = store_strdup((const char *)sqlite3_column_text(st, 6));
+        }
         const void *b = sqlite3_column_blob(st, 3);
         int bl = sqlite3_column_bytes(st, 3);
         if (b && bl > 0 && (t->png = malloc((size_t)bl))) {
@@ -371,7 +385,7 @@ static int todo_list(store *s, int image, const char *space, const char *model, 
         }
         t->width_px = sqlite3_column_int(st, 4);
         t->height_px = sqlite3_column_int(st, 5);
-        if ((!image && !t->text) || (b && bl > 0 && !t->png)) {
+        if ((!image && (!t->text || !t->section)) || (b && bl > 0 && !t->png)) {
             rc = store_set_err(s, STORE_ERR_NOMEM, "out of memory");
             goto out;
         }
@@ -395,10 +409,15 @@ out:
 
 int store_chunks_without_vector(store *s, const char *space, const char *model, int64_t after_id,
                                 int32_t limit, store_todo **items, int32_t *n) {
-    return todo_list(s, 0, space, model, after_id, limit, items, n);
+    return todo_list(s, TODO_CHUNKS, space, model, after_id, limit, items, n);
 }
 
 int store_images_without_vector(store *s, const char *space, const char *model, int64_t after_id,
                                 int32_t limit, store_todo **items, int32_t *n) {
-    return todo_list(s, 1, space, model, after_id, limit, items, n);
+    return todo_list(s, TODO_IMAGES, space, model, after_id, limit, items, n);
+}
+
+int store_chunks_without_sentvecs(store *s, const char *model, int64_t after_id, int32_t limit,
+                                  store_todo **items, int32_t *n) {
+    return todo_list(s, TODO_SENTENCES, "text", model, after_id, limit, items, n);
 }

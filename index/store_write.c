@@ -30,13 +30,14 @@ static int spool_prepare(store *s) {
         " kind TEXT, x0 REAL, y0 REAL, x1 REAL, y1 REAL, width_px INTEGER, height_px INTEGER,"
         " preview BLOB, phash INTEGER, caption_ord INTEGER);"
         "CREATE TEMP TABLE IF NOT EXISTS sp_chunks(ord INTEGER PRIMARY KEY, page INTEGER,"
-        " kind TEXT, x0 REAL, y0 REAL, x1 REAL, y1 REAL, image_idx INTEGER, text TEXT, lines BLOB);",
+        " kind TEXT, x0 REAL, y0 REAL, x1 REAL, y1 REAL, image_idx INTEGER, text TEXT, lines BLOB,"
+        " section TEXT);",
         "create spool");
     if (rc) return rc;
     if ((rc = store_prepare(s, "INSERT INTO temp.sp_pages VALUES(?,?,?,?)", &s->sp_page)) ||
         (rc = store_prepare(s, "INSERT INTO temp.sp_images VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
                             &s->sp_image)) ||
-        (rc = store_prepare(s, "INSERT INTO temp.sp_chunks VALUES(?,?,?,?,?,?,?,?,?,?)",
+        (rc = store_prepare(s, "INSERT INTO temp.sp_chunks VALUES(?,?,?,?,?,?,?,?,?,?,?)",
                             &s->sp_chunk)))
         return rc;
     return STORE_OK;
@@ -215,6 +216,7 @@ int store_chunk_add(store *s, const store_chunk *c) {
     if (c->image_idx >= 0) sqlite3_bind_int(st, 8, c->image_idx);
     else sqlite3_bind_null(st, 8);
     sqlite3_bind_text(st, 9, c->text ? c->text : "", -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 11, c->section ? c->section : "", -1, SQLITE_STATIC);
     if ((rc = bind_lines(s, st, 10, c))) {
         sqlite3_reset(st);
         sqlite3_clear_bindings(st);
@@ -287,8 +289,8 @@ static int commit_locked(store *s, int64_t *doc_id, int64_t *replaced_id) {
                           " width_px, height_px, preview, phash FROM temp.sp_images ORDER BY idx",
                        id, "insert images")) ||
         (rc = exec_doc(s, "INSERT INTO chunks(doc, page, ord, kind, x0, y0, x1, y1, image_id, text,"
-                          " lines) SELECT ?1, c.page, c.ord, c.kind, c.x0, c.y0, c.x1, c.y1, i.id,"
-                          " c.text, c.lines"
+                          " lines, section) SELECT ?1, c.page, c.ord, c.kind, c.x0, c.y0, c.x1,"
+                          " c.y1, i.id, c.text, c.lines, c.section"
                           " FROM temp.sp_chunks c LEFT JOIN images i ON i.doc=?1 AND i.idx=c.image_idx"
                           " ORDER BY c.ord", id, "insert chunks")) ||
         (rc = exec_doc(s, "UPDATE chunks SET embedding_key = doc || '_' || id || '_' ||"

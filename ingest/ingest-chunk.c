@@ -112,6 +112,7 @@ static int push_chunk(chunker *c, int kind, int image, const word *w, int n) {
     ch->text = t;
     ch->lines = lines;
     ch->n_lines = nl;
+    ch->section = NULL;  /* ingest_sections_assign fills it once the page is chunked */
     return 0;
 }
 

@@ -84,9 +84,23 @@ int ingest_figures_need_render(const ing_pagectx *pc) {
     return 0;
 }
 
+/* A render stays within these (ARGB: 256 MB); a bigger page renders at a lower dpi. */
+#define RENDER_MAX_SIDE 16384.0
+#define RENDER_MAX_PIXELS (64.0 * 1024 * 1024)
+
+double ingest_render_dpi(double w, double h, double dpi) {
+    if (!(w > 0) || !(h > 0)) return dpi;
+    double side = (w > h ? w : h) * dpi / 72.0;
+    if (side > RENDER_MAX_SIDE) dpi *= RENDER_MAX_SIDE / side;
+    double px = (w * dpi / 72.0) * (h * dpi / 72.0);
+    if (px > RENDER_MAX_PIXELS) dpi *= sqrt(RENDER_MAX_PIXELS / px);
+    return dpi;
+}
+
 cairo_surface_t *ingest_render(PopplerPage *pp, double w, double h, double dpi) {
+    dpi = ingest_render_dpi(w, h, dpi);
     int pw = (int)ceil(w * dpi / 72.0), ph = (int)ceil(h * dpi / 72.0);
-    if (pw < 1 || ph < 1 || pw > 20000 || ph > 20000) return NULL;
+    if (pw < 1 || ph < 1 || pw > RENDER_MAX_SIDE || ph > RENDER_MAX_SIDE) return NULL;
     cairo_surface_t *s = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, pw, ph);
     if (cairo_surface_status(s) != CAIRO_STATUS_SUCCESS) {
         cairo_surface_destroy(s);

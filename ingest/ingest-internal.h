@@ -92,7 +92,10 @@ void ingest_figures_pair_captions(ing_pagectx *pc);
 int ingest_figures_export(ing_pagectx *pc, const unsigned char *px, int pw, int ph, int stride,
                           double scale, ingest_page *out);
 uint64_t ingest_phash(const unsigned char *px, int w, int h, int stride);
+/* Render a page of w x h points at dpi, or at the lower ingest_render_dpi() when the page
+ * is too large for that (posters, drawings); NULL when cairo fails. */
 cairo_surface_t *ingest_render(PopplerPage *pp, double w, double h, double dpi);
+double ingest_render_dpi(double w, double h, double dpi);
 
 /* ingest-png.c: 8-bit RGB PNG of a BGRA area; *out is malloc'd */
 int ingest_png_encode(const unsigned char *bgra, int w, int h, int stride, uint8_t **out, size_t *len);
@@ -105,6 +108,15 @@ void ingest_ocr_free(ing_ocr *eng);
 /* ingest-chunk.c */
 int ingest_chunk_page(ing_pagectx *pc, const ingest_options *o, int ocr_page, int32_t *next_order,
                       ingest_page *out);
+
+/* ingest-outline.c: the document outline as heading paths by position */
+typedef struct ing_outline ing_outline;
+ing_outline *ingest_outline_load(PopplerDocument *pd);   /* NULL = out of memory */
+void ingest_outline_free(ing_outline *o);
+int ingest_outline_size(const ing_outline *o);
+const char *ingest_outline_section(const ing_outline *o, int page, double top);
+/* the outline's, else the last heading seen (*last, carried across pages in order) */
+int ingest_sections_assign(const ing_outline *o, ingest_page *pg, char **last);
 
 /* helpers */
 static inline float ing_maxf(float a, float b) { return a > b ? a : b; }

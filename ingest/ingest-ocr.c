@@ -43,7 +43,8 @@ int ingest_ocr_page(ing_ocr **eng, const char *tessdata, ing_pagectx *pc, char *
     int rc = ocr_start(eng, tessdata, err, errlen);
     if (rc) return rc;
     TessBaseAPI *api = (*eng)->api;
-    cairo_surface_t *s = ingest_render(pc->pp, pc->w, pc->h, OCR_DPI);
+    const double dpi = ingest_render_dpi(pc->w, pc->h, OCR_DPI);   /* lower for huge pages */
+    cairo_surface_t *s = ingest_render(pc->pp, pc->w, pc->h, dpi);
     if (!s) return INGEST_ERR_NOMEM;
     int w = cairo_image_surface_get_width(s), h = cairo_image_surface_get_height(s);
     int stride = cairo_image_surface_get_stride(s);
@@ -60,7 +61,7 @@ int ingest_ocr_page(ing_ocr **eng, const char *tessdata, ing_pagectx *pc, char *
         }
     cairo_surface_destroy(s);
     TessBaseAPISetImage(api, grey, w, h, 1, w);
-    TessBaseAPISetSourceResolution(api, (int)OCR_DPI);
+    TessBaseAPISetSourceResolution(api, (int)dpi);
     if (TessBaseAPIRecognize(api, NULL) != 0) {
         TessBaseAPIClear(api);
         free(grey);
@@ -68,7 +69,7 @@ int ingest_ocr_page(ing_ocr **eng, const char *tessdata, ing_pagectx *pc, char *
         return INGEST_ERR_OCR;
     }
     TessResultIterator *it = TessBaseAPIGetIterator(api);
-    const double k = 72.0 / OCR_DPI;
+    const double k = 72.0 / dpi;
     if (it) {
         TessPageIterator *pit = TessResultIteratorGetPageIterator(it);
         do {

@@ -28,6 +28,9 @@ struct ingest_doc {
     ing_scratch scratch;   /* figure detection's pixel map, reused across pages */
     int render_streak;     /* pages in a row that needed a render (see render_first) */
     ing_furniture furniture; /* header/footer lines seen on earlier pages */
+    ing_outline *outline;  /* section paths (ingest-outline.c) */
+    char *last_heading;    /* without an outline: the last heading of the pages pulled */
+    int32_t last_page;     /* the page pulled before, for last_heading */
 };
 
 unsigned char *ingest_scratch(ing_scratch *s, size_t n) {
@@ -143,6 +146,14 @@ int ingest_file_sha256(const char *path, char hex[65], char *err, size_t errlen)
     return rc;
 }
 
+int ingest_mem_sha256(const void *data, size_t len, char hex[65]) {
+    char *h = g_compute_checksum_for_data(G_CHECKSUM_SHA256, data, len);
+    if (!h) return INGEST_ERR_NOMEM;
+    snprintf(hex, 65, "%s", h);
+    g_free(h);
+    return 0;
+}
+
 /* ---------- open ---------- */
 
 static char *stem_of(const char *name) {
@@ -178,6 +189,11 @@ static int finish_open(ingest_doc *d, PopplerDocument *pd, GError *gerr, int eof
     if (d->n_pages <= 0) {
         snprintf(err, errlen, "%s: PDF has no pages", d->name);
         return INGEST_ERR_EMPTY;
+    }
+    d->outline = ingest_outline_load(pd);
+    if (!d->outline) {
+        snprintf(err, errlen, "%s: out of memory", d->name);
+        return INGEST_ERR_NOMEM;
     }
     char *t = poppler_document_get_title(pd);
     if (t && *t) d->title = t;
@@ -304,6 +320,8 @@ void ingest_doc_free(ingest_doc *d) {
     if (d->pd) g_object_unref(d->pd);
     if (d->bytes) g_bytes_unref(d->bytes);
     ingest_ocr_free(d->ocr);
+    ingest_outline_free(d->outline);
+    free(d->last_heading);
     free(d->scratch.p);
     g_free(d->path);
     g_free(d->name);
@@ -326,6 +344,7 @@ void ingest_page_free(ingest_page *p) {
     for (int i = 0; i < p->n_chunks; i++) {
         free(p->chunks[i].text);
         free(p->chunks[i].lines);
+        free(p->chunks[i].section);
     }
     free(p->images);
     free(p->chunks);
@@ -340,7 +359,7 @@ static int page_figures(ingest_doc *d, ing_pagectx *pc, int ocr_page, cairo_surf
     if (rc) return rc;
     const unsigned char *px = NULL;
     int pw = 0, ph = 0, stride = 0;
-    double scale = d->o.render_dpi / 72.0;
+    double scale = ingest_render_dpi(pc->w, pc->h, d->o.render_dpi) / 72.0;
     int need = ingest_figures_need_render(pc);
     d->render_streak = need ? d->render_streak + 1 : 0;
     if (need) {
@@ -417,6 +436,11 @@ int ingest_doc_page(ingest_doc *d, int32_t number, ingest_page **out, char *err,
     }
     if (rc == 0) rc = ingest_layout_order(&pc);
     if (rc == 0) rc = ingest_chunk_page(&pc, &d->o, pg->ocr, &d->next_order, pg);
+    if (rc == 0) {
+        if (number != d->last_page + 1) { free(d->last_heading); d->last_heading = NULL; }
+        d->last_page = number;
+        rc = ingest_sections_assign(d->outline, pg, &d->last_heading);
+    }
     if (render) cairo_surface_destroy(render);
     ingest_pagectx_clear(&pc);
     g_object_unref(pp);

@@ -70,6 +70,9 @@ typedef struct {
      * box. OCR chunks get Tesseract's text lines. Owned by the page; >= 1 per chunk. */
     ingest_line *lines;
     int32_t n_lines;
+    /* Heading path of the section the chunk is in ("Commands > Set-show > Logscale"), from
+     * the PDF outline, else the last heading chunk before it; "" when none. Owned by the page. */
+    char *section;
 } ingest_chunk;
 
 typedef struct {
@@ -119,6 +122,8 @@ int ingest_embedding_key(char *buf, size_t len, int64_t doc_id, int64_t chunk_id
 
 /* Compute the sha256 hex (65 bytes with NUL) of a file. */
 int ingest_file_sha256(const char *path, char hex[65], char *err, size_t errlen);
+/* The same for bytes in memory. Returns 0 or INGEST_ERR_NOMEM. */
+int ingest_mem_sha256(const void *data, size_t len, char hex[65]);
 
 const char *ingest_chunk_kind_name(int32_t kind);
 #endif

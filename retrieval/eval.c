@@ -12,7 +12,10 @@
  * the two boxes. Metrics use the rank r of the first relevant hit in the top 10:
  * recall@k = [r <= k], MRR = 1/r, nDCG@k = 1/log2(r + 1) if r <= k (one relevant item,
  * so the ideal DCG is 1). Each question runs under four source sets: bm25, text, image,
- * fused (all three, adaptive weights). */
+ * fused (all three, adaptive weights), then fused with one step of the fusion taken away
+ * (the ablation of issue 17): -sent (no sentence vectors), -sect (the section path does
+ * not count in BM25; its part in the chunk vectors is fixed at indexing), rrf (weighted
+ * reciprocal-rank fusion instead of score fusion). */
 #include "retrieval/retrieval.h"
 #include "retrieval/retrieval_internal.h"
 
@@ -23,9 +26,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NCFG 4
-static const char *const cfg_name[NCFG] = {"bm25", "text", "image", "fused"};
-static const int cfg_mask[NCFG] = {RETR_USE_BM25, RETR_USE_TEXT, RETR_USE_IMAGE, RETR_USE_ALL};
+#define NCFG 7
+#define NSRC_CFG 4   /* the first four: one per source set, in retr_eval_file's overall[] */
+static const char *const cfg_name[NCFG] = {"bm25", "text", "image", "fused", "-sent", "-sect", "rrf"};
+static const int cfg_mask[NCFG] = {RETR_USE_BM25, RETR_USE_TEXT, RETR_USE_IMAGE, RETR_USE_ALL,
+                                   RETR_USE_ALL, RETR_USE_ALL, RETR_USE_ALL};
+
+static void cfg_opts(int c, retr_opts *o) {
+    retr_opts_default(o);
+    o->k = 10;
+    o->sources = cfg_mask[c];
+    if (c == 4) o->sentences = 0;
+    if (c == 5) o->section_weight = 0;
+    if (c == 6) o->fusion = RETR_FUSE_RRF;
+}
 
 /* lowercase, whitespace runs -> one space */
 static char *squash(const char *s) {
@@ -136,7 +150,11 @@ int retr_eval_file(retriever *r, const char *path, int json, void *out_file,
     memset(bytype, 0, sizeof bytype);
     json_t *jq = json_array();
     int nq = 0, rc = 0;
-    if (!json) fprintf(out, "%-24s %-52s %5s %5s %5s %5s\n", "question", "query", "bm25", "text", "image", "fused");
+    if (!json) {
+        fprintf(out, "%-24s %-52s", "question", "query");
+        for (int c = 0; c < NCFG; c++) fprintf(out, " %5s", cfg_name[c]);
+        fputc('\n', out);
+    }
     size_t qi;
     json_t *q;
     json_array_foreach(qs, qi, q) {
@@ -158,9 +176,7 @@ int retr_eval_file(retriever *r, const char *path, int json, void *out_file,
         int ranks[NCFG];
         for (int c = 0; c < NCFG; c++) {
             retr_opts o;
-            retr_opts_default(&o);
-            o.k = 10;
-            o.sources = cfg_mask[c];
+            cfg_opts(c, &o);
             retr_result res;
             if (retr_search(r, query, &o, &res, err, errlen)) { rc = -1; break; }
             ranks[c] = 0;
@@ -217,7 +233,7 @@ int retr_eval_file(retriever *r, const char *path, int json, void *out_file,
                 print_table(out, title, bytype[t], tcount[t]);
             }
         }
-        if (overall) memcpy(overall, tot, sizeof tot);
+        if (overall) memcpy(overall, tot, NSRC_CFG * sizeof *tot);
     }
     json_decref(jq);
     json_decref(root);

@@ -14,6 +14,9 @@ void retr_opts_default(retr_opts *o) {
     o->sources = RETR_USE_ALL;
     o->kind = -1;
     o->min_image_score = 0.2f;
+    o->fusion = RETR_FUSE_SCORE;
+    o->sentences = 1;
+    o->section_weight = 1.0f;
 }
 
 /* words that ask for something visual (lowercase, matched as whole words or plurals) */
@@ -101,6 +104,38 @@ int32_t retr_fuse(const int64_t *const lists[RETR_NSRC], const int32_t n[RETR_NS
     }
     qsort(acc, (size_t)m, sizeof *acc, cmp_fused);
     int32_t k = m < max ? m : max;
+    memcpy(out, acc, (size_t)k * sizeof *out);
+    free(acc);
+    return k;
+}
+
+/* Score fusion (RETR_FUSE_SCORE). Reciprocal ranks throw the scores away: a chunk that
+ * only the dense list ranks first (cosine 0.62) lost to chunks that both lists rank
+ * mediocrely. Here the dense cosine counts as it is (MiniLM cosines of one query are
+ * comparable across chunks) and BM25 is divided by the query's best BM25 score (its scale
+ * depends on the query's words), then scaled into the cosine's range. */
+int32_t retr_fuse_scores(const retr_scored *c, int32_t n, const retr_weights *w,
+                         retr_fused *out, int32_t max) {
+    if (n <= 0 || max <= 0) return 0;
+    retr_fused *acc = calloc((size_t)n, sizeof *acc);
+    if (!acc) return 0;
+    float bmax = 0, dmin = 1;
+    for (int32_t i = 0; i < n; i++) {
+        if (c[i].bm25 > bmax) bmax = c[i].bm25;
+        if (c[i].dense > -1.5f && c[i].dense < dmin) dmin = c[i].dense;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        double f = 0;
+        if (w->w[RETR_SRC_TEXT] > 0) f += w->w[RETR_SRC_TEXT] * (c[i].dense > -1.5f ? c[i].dense : dmin);
+        if (w->w[RETR_SRC_BM25] > 0 && bmax > 0 && c[i].bm25 > 0)
+            f += w->w[RETR_SRC_BM25] * RETR_BM25_SCALE * c[i].bm25 / bmax;
+        if (w->w[RETR_SRC_IMAGE] > 0 && c[i].rank[RETR_SRC_IMAGE])
+            f += w->w[RETR_SRC_IMAGE] * RETR_IMAGE_SCALE * c[i].image;
+        acc[i] = (retr_fused){c[i].id, f, {0}};
+        memcpy(acc[i].rank, c[i].rank, sizeof acc[i].rank);
+    }
+    qsort(acc, (size_t)n, sizeof *acc, cmp_fused);
+    int32_t k = n < max ? n : max;
     memcpy(out, acc, (size_t)k * sizeof *out);
     free(acc);
     return k;

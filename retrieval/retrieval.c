@@ -117,6 +117,8 @@ typedef struct cand {
     store_box box;          /* image box for key < 0 */
     char *snippet;          /* from BM25 */
     float score[RETR_NSRC];
+    float dense;            /* cosine of the chunk's vector with the query, -2 = unknown */
+    float sent;             /* best sentence cosine, -2 = none */
 } cand;
 
 typedef struct cands { cand *c; int32_t n, cap; } cands;
@@ -139,6 +141,7 @@ static cand *cands_add(cands *cs, int64_t key) {
     c = &cs->c[cs->n++];
     memset(c, 0, sizeof *c);
     c->key = key;
+    c->dense = c->sent = -2.0f;
     return c;
 }
 static void cands_free(cands *cs) {
@@ -246,6 +249,7 @@ static int vector_list(retriever *r, vindex *v, int src, const float *q, const r
             for (int32_t j = 0; j < *nlist && !dup; j++) dup = list[j] == c->key;
             if (dup) continue;  /* two images citing one caption: first (best) wins */
             if (c->score[src] < h[i].score || !c->score[src]) c->score[src] = h[i].score;
+            if (src == RETR_SRC_TEXT) c->dense = h[i].score;
             list[(*nlist)++] = c->key;
         }
         free(h);
@@ -265,6 +269,7 @@ static int bm25_list(retriever *r, const char *query, const retr_opts *o, cands 
     so.page_min = o->page_min;
     so.page_max = o->page_max;
     so.kind = o->kind;
+    so.section_weight = o->section_weight;
     store_hit *h = NULL;
     int32_t n = 0;
     if (store_search_bm25(r->s, query, &so, &h, &n) != STORE_OK) {
@@ -280,6 +285,71 @@ static int bm25_list(retriever *r, const char *query, const retr_opts *o, cands 
     }
     store_hits_free(h, n);
     return 0;
+}
+
+/* Dense scores for score fusion: the cosine of every chunk candidate the text list did
+ * not rank (a BM25 or image candidate), from its stored vector, and each chunk's best
+ * sentence cosine. A candidate without a vector keeps -2 (unknown). */
+static int score_dense(retriever *r, cands *cs, const float *q, int32_t dim, int sentences,
+                       char *err, size_t errlen) {
+    float *v = malloc((size_t)dim * sizeof *v);
+    int64_t *ids = malloc((size_t)(cs->n ? cs->n : 1) * sizeof *ids);
+    float *best = malloc((size_t)(cs->n ? cs->n : 1) * sizeof *best);
+    int32_t n = 0, rc = 0;
+    if (!v || !ids || !best) { retrieval_set_err(err, errlen, "retrieval: out of memory"); rc = -1; goto out; }
+    for (int32_t i = 0; i < cs->n; i++) {
+        cand *c = &cs->c[i];
+        if (c->key <= 0) continue;
+        ids[n++] = c->key;
+        if (c->dense > -1.5f) continue;
+        int32_t d = 0;
+        if (store_vector_get(r->s, STORE_OWNER_CHUNK, c->key, "text", r->text_model, v, dim, &d) ==
+                STORE_OK && d == dim) {
+            float s = 0;
+            for (int32_t k = 0; k < dim; k++) s += q[k] * v[k];
+            c->dense = s;
+        }
+    }
+    if (sentences && n &&
+        store_sentvecs_best(r->s, r->text_model, q, dim, ids, n, best) != STORE_OK) {
+        retrieval_set_err(err, errlen, "retrieval: %s", store_errmsg(r->s));
+        rc = -1;
+        goto out;
+    }
+    for (int32_t i = 0, j = 0; sentences && i < cs->n; i++)
+        if (cs->c[i].key > 0) cs->c[i].sent = best[j++];
+out:
+    free(v); free(ids); free(best);
+    return rc;
+}
+
+/* score fusion over every candidate of the lists (retr_fuse_scores) */
+static int32_t fuse_candidates(cands *cs, int64_t *const lists[RETR_NSRC], const int32_t nl[RETR_NSRC],
+                               const retr_weights *w, retr_fused *out, int32_t max) {
+    retr_scored *sc = calloc((size_t)(cs->n ? cs->n : 1), sizeof *sc);
+    if (!sc) return -1;
+    for (int32_t i = 0; i < cs->n; i++) {
+        const cand *c = &cs->c[i];
+        float d = c->sent > c->dense ? c->sent : c->dense;
+        sc[i] = (retr_scored){c->key, d, 0, c->score[RETR_SRC_IMAGE], {0}};
+    }
+    for (int s = 0; s < RETR_NSRC; s++)
+        for (int32_t r = 0; r < nl[s]; r++)
+            for (int32_t i = 0; i < cs->n; i++)
+                if (sc[i].id == lists[s][r] && !sc[i].rank[s]) {
+                    sc[i].rank[s] = r + 1;
+                    if (s == RETR_SRC_BM25) sc[i].bm25 = cs->c[i].score[RETR_SRC_BM25];
+                }
+    /* only what some weighted list found is a candidate */
+    int32_t m = 0;
+    for (int32_t i = 0; i < cs->n; i++) {
+        int in = 0;
+        for (int s = 0; s < RETR_NSRC; s++) in |= sc[i].rank[s] && w->w[s] > 0;
+        if (in) sc[m++] = sc[i];
+    }
+    int32_t k = retr_fuse_scores(sc, m, w, out, max);
+    free(sc);
+    return k;
 }
 
 /* a short passage of text around the first query word found in it */
@@ -388,7 +458,14 @@ int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
     retr_fused *f = rc ? NULL : malloc((size_t)o.k * sizeof *f);
     int32_t nf = 0;
     if (!rc && !f) { retrieval_set_err(err, errlen, "retrieval: out of memory"); rc = -1; }
-    if (!rc) nf = retr_fuse((const int64_t *const *)lists, nl, &res->weights, o.rrf_k, f, o.k);
+    int score_fusion = o.fusion == RETR_FUSE_SCORE && w[RETR_SRC_TEXT] > 0 && qvec_text && r->vt;
+    if (!rc && score_fusion) rc = score_dense(r, &cs, qvec_text, dt, o.sentences, err, errlen);
+    if (!rc && score_fusion) {
+        nf = fuse_candidates(&cs, lists, nl, &res->weights, f, o.k);
+        if (nf < 0) { retrieval_set_err(err, errlen, "retrieval: out of memory"); rc = -1; }
+    } else if (!rc) {
+        nf = retr_fuse((const int64_t *const *)lists, nl, &res->weights, o.rrf_k, f, o.k);
+    }
     if (!rc && nf > 0) {
         res->hits = calloc((size_t)nf, sizeof *res->hits);
         if (!res->hits) { retrieval_set_err(err, errlen, "retrieval: out of memory"); rc = -1; }
@@ -407,6 +484,8 @@ int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
         h->snippet = c->snippet ? strdup(c->snippet) : make_snippet(h->text, query);
         memcpy(h->rank, f[i].rank, sizeof h->rank);
         memcpy(h->score, c->score, sizeof h->score);
+        h->dense = c->dense;
+        h->sentence = c->sent;
         h->fused = f[i].fused;
     }
     free(f);

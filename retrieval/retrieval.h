@@ -12,7 +12,13 @@
  *   ... res.hits[i].doc, .page, .box, .text, .rank[RETR_SRC_TEXT] ...
  *   retr_result_free(&res); retr_free(r);
  *
- * Fusion: fused(d) = sum over sources s of w_s / (rrf_k + rank_s(d)), rank 1-based.
+ * Fusion (retr_fuse_scores, the default): every candidate of the three lists gets the
+ * better of its chunk cosine and its best sentence cosine (sentence vectors, stored at
+ * indexing), plus BM25 scaled by the query's best BM25 score, plus the image cosine for
+ * image hits: a chunk that only the dense list ranks first is not overtaken by chunks
+ * both lists rank mediocrely. RETR_FUSE_RRF keeps weighted reciprocal-rank fusion,
+ * fused(d) = sum over sources s of w_s / (rrf_k + rank_s(d)), rank 1-based. Chunks are
+ * embedded with their section path (ingest) and BM25 searches it as a second column.
  * Image hits are mapped to their caption chunk (or the chunk anchored to the image), so a
  * figure found by its picture and by its caption fuses into one hit; an image with no
  * text gets a hit of its own (chunk_id 0, the image's box). Every hit is resolved
@@ -69,7 +75,12 @@ typedef struct retr_opts {
     int32_t kind;            /* store_chunk_kind, -1 = any */
     float min_image_score;   /* image hits under this cosine are no candidates (0.2): in a
                                 list of few images an unrelated one would still rank first */
+    int32_t fusion;          /* RETR_FUSE_SCORE (default) or RETR_FUSE_RRF */
+    int32_t sentences;       /* 1 (default): a chunk's dense score is the better of its own
+                                cosine and its best sentence's (store_sentvecs_best) */
+    float section_weight;    /* BM25 weight of the section path (store_search_opts), 1 */
 } retr_opts;
+enum { RETR_FUSE_SCORE = 0, RETR_FUSE_RRF = 1 };
 void retr_opts_default(retr_opts *o);
 
 typedef struct retr_hit {
@@ -82,6 +93,8 @@ typedef struct retr_hit {
     char *text, *snippet;
     int32_t rank[RETR_NSRC]; /* 1-based rank per source, 0 = not found there */
     float score[RETR_NSRC];  /* cosine (text, image) or -bm25 (bm25) */
+    float dense;             /* cosine of the chunk's own vector, -2 = not computed */
+    float sentence;          /* best sentence cosine, -2 = none (not scored or no vectors) */
     double fused;
 } retr_hit;
 
@@ -108,6 +121,23 @@ void retr_adapt_weights(const char *query, const retr_opts *o, retr_weights *out
 typedef struct retr_fused { int64_t id; double fused; int32_t rank[RETR_NSRC]; } retr_fused;
 int32_t retr_fuse(const int64_t *const lists[RETR_NSRC], const int32_t n[RETR_NSRC],
                   const retr_weights *w, float rrf_k, retr_fused *out, int32_t max);
+
+/* Score fusion over candidates (RETR_FUSE_SCORE, the default):
+ *   fused = w_text * dense + w_bm25 * RETR_BM25_SCALE * bm25 / max bm25 of the query
+ *           + w_image * RETR_IMAGE_SCALE * image cosine (when in the image list),
+ * dense = max(chunk cosine, best sentence cosine); a candidate whose dense score is
+ * unknown (-2) gets the lowest known one. Sorted like retr_fuse. */
+#define RETR_BM25_SCALE 0.08f
+#define RETR_IMAGE_SCALE 0.5f
+typedef struct retr_scored {
+    int64_t id;
+    float dense;             /* -2 = unknown */
+    float bm25;              /* the BM25 list's score (> 0), 0 = not in it */
+    float image;             /* image cosine */
+    int32_t rank[RETR_NSRC]; /* 1-based rank per list, 0 = not in it */
+} retr_scored;
+int32_t retr_fuse_scores(const retr_scored *c, int32_t n, const retr_weights *w,
+                         retr_fused *out, int32_t max);
 
 typedef struct retriever retriever;
 int retr_create(store *s, const retr_config *c, retriever **out, char *err, size_t errlen);

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Run every test binary, add up their "N passed, N failed[, N skipped]" lines, print the
 # totals with the skipped count, then the plain "N passed, N failed" last.
+# Under CI=true a skipped case fails the run unless tests/skip-allowlist.txt names it with
+# a reason (e.g. the CUDA kernels on a machine without a GPU).
 # Usage: scripts/run-tests.sh BUILD MODELS TEST_BIN...
 set -u
 build=$1; models=$2; shift 2
@@ -12,6 +14,22 @@ trap 'rm -rf "$MMRAG_TMP"' EXIT
 # A skipped case (a line "skip ...": no model, no GPU) is counted apart, never as passed.
 sum_re='^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$'
 total_p=0; total_f=0; total_s=0
+allow=$(cd "$(dirname "$0")/.." && pwd)/tests/skip-allowlist.txt
+# skip_allowed KEY: 0 when an allowlist entry's glob matches KEY and gives a reason
+skip_allowed() {
+  local line pat reason
+  [ -f "$allow" ] || return 1
+  while IFS= read -r line; do
+    case $line in ''|'#'*) continue ;; esac
+    case $line in *'|'*) ;; *) continue ;; esac      # no "| reason": not an entry
+    pat=${line%%|*}; reason=${line#*|}
+    pat=$(printf '%s' "$pat" | sed 's/^[[:space:]]*//; s/[[:space:]]*$//')
+    [ -n "$(printf '%s' "$reason" | tr -d '[:space:]')" ] || continue
+    # shellcheck disable=SC2053
+    [[ $1 == $pat ]] && return 0
+  done <"$allow"
+  return 1
+}
 for t in "$@"; do
   name=$(basename "$t")
   echo "== $name"
@@ -24,6 +42,14 @@ for t in "$@"; do
     p=0; f=1; echo "FAIL $name crashed or printed no summary (exit $rc)"
   fi
   s=$(printf '%s\n' "$out" | grep -c '^skip ')
+  if [ "${CI:-}" = true ] && [ "$s" -gt 0 ]; then
+    while IFS= read -r sk; do
+      if ! skip_allowed "$name:${sk#skip }"; then
+        echo "FAIL $name: skipped under CI=true and not on tests/skip-allowlist.txt: ${sk#skip }"
+        f=$((f + 1))
+      fi
+    done < <(printf '%s\n' "$out" | grep '^skip ')
+  fi
   [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && { f=1; echo "FAIL $name exited $rc"; }
   total_p=$((total_p + p)); total_f=$((total_f + f)); total_s=$((total_s + s))
 done

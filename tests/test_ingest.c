@@ -510,6 +510,66 @@ TEST(multiline_paragraph_lines) {
     ingest_doc_free(d);
 }
 
+/* Two pages: headings in a larger font, paragraphs under them; with an outline
+ * (cairo_pdf_surface_add_outline) or without. */
+static void write_sections_pdf(const char *path, int outline) {
+    cairo_surface_t *sf = cairo_pdf_surface_create(path, 612, 792);
+    cairo_t *cr = cairo_create(sf);
+    cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    static const struct { int page; double y; double size; const char *text; } items[] = {
+        {1, 100, 20, "Alpha Heading"}, {1, 130, 11, "The alpha paragraph explains the first part."},
+        {1, 400, 20, "Beta Heading"}, {1, 430, 11, "The beta paragraph explains the second part."},
+        {2, 100, 11, "The beta paragraph goes on at the top of page two."},
+        {2, 300, 20, "Gamma Heading"}, {2, 330, 11, "The gamma paragraph sits in a subsection."},
+    };
+    int page = 1, beta = 0;
+    for (size_t i = 0; i < sizeof items / sizeof *items; i++) {
+        if (items[i].page != page) { cairo_show_page(cr); page = items[i].page; }
+        cairo_set_font_size(cr, items[i].size);
+        cairo_move_to(cr, 72, items[i].y);
+        cairo_show_text(cr, items[i].text);
+        if (!outline || items[i].size < 20) continue;
+        char link[64];
+        snprintf(link, sizeof link, "page=%d pos=[72 %.0f]", page, items[i].y - 22);
+        int parent = strncmp(items[i].text, "Gamma", 5) ? CAIRO_PDF_OUTLINE_ROOT : beta;
+        int id = cairo_pdf_surface_add_outline(sf, parent, items[i].text, link, 0);
+        if (!strncmp(items[i].text, "Beta", 4)) beta = id;
+    }
+    cairo_destroy(cr);
+    cairo_surface_destroy(sf);
+}
+
+/* the section of the chunk holding `needle` on page `page` */
+static const char *section_of(ingest_page *const pg[3], int page, const char *needle) {
+    for (int i = 0; i < pg[page]->n_chunks; i++)
+        if (strstr(pg[page]->chunks[i].text, needle)) return pg[page]->chunks[i].section;
+    return "(no chunk)";
+}
+
+/* Every chunk knows its section: from the outline (a path, across the page break), or
+ * without one from the last heading seen. */
+TEST(sections_from_outline_or_headings) {
+    for (int outline = 1; outline >= 0; outline--) {
+        char path[2048], err[512];
+        snprintf(path, sizeof path, "%s/sections-%d-%d.pdf", test_env("MMRAG_TMP", "/tmp"), outline, (int)getpid());
+        write_sections_pdf(path, outline);
+        ingest_doc *d = NULL;
+        ingest_page *pg[3] = {NULL, NULL, NULL};
+        CHECK_MSG(ingest_doc_open(path, NULL, &d, err, sizeof err) == 0, "%s", err);
+        for (int p = 1; p <= 2; p++) CHECK(ingest_doc_page(d, p, &pg[p], err, sizeof err) == 0 && pg[p]);
+        unlink(path);
+        const char *want[4][2] = {{"Alpha Heading", "Alpha Heading"}, {"Beta Heading", "Beta Heading"},
+                                  {"Beta Heading", "Beta Heading"}, {"Gamma Heading", "Beta Heading > Gamma Heading"}};
+        const char *got[4] = {section_of(pg, 1, "alpha paragraph"), section_of(pg, 1, "beta paragraph explains"),
+                              section_of(pg, 2, "goes on"), section_of(pg, 2, "gamma paragraph")};
+        for (int i = 0; i < 4; i++)
+            CHECK_MSG(got[i] && !strcmp(got[i], want[i][outline]), "outline %d, chunk %d: section '%s', want '%s'",
+                      outline, i, got[i] ? got[i] : "(null)", want[i][outline]);
+        for (int p = 1; p <= 2; p++) ingest_page_free(pg[p]);
+        ingest_doc_free(d);
+    }
+}
+
 static void expect_bad(int *test_failed_, const char *file, int want) {
     char path[2048], err[512];
     snprintf(path, sizeof path, "%s/%s", bad_dir, file);

@@ -46,7 +46,7 @@ static char *read_all(const char *path, size_t *len) {
 }
 
 TEST(index_search_list_delete) {
-    if (!setup()) SKIP("tool_gencorpus not built");
+    CHECK_MSG(setup(), "fixture: tool_gencorpus could not write the sample PDFs");
     char db[1100], err[256];
     db_path(db, sizeof db, "a");
     mmrag *h;
@@ -90,7 +90,7 @@ TEST(index_search_list_delete) {
 }
 
 TEST(bad_input_codes) {
-    if (!setup()) SKIP("tool_gencorpus not built");
+    CHECK_MSG(setup(), "fixture: tool_gencorpus could not write the sample PDFs");
     char db[1100], err[256];
     db_path(db, sizeof db, "b");
     mmrag *h;
@@ -134,7 +134,7 @@ static void *th_index(void *p) {
 }
 
 TEST(threads_have_their_own_errors) {
-    if (!setup()) SKIP("tool_gencorpus not built");
+    CHECK_MSG(setup(), "fixture: tool_gencorpus could not write the sample PDFs");
     char db[1100], err[256];
     db_path(db, sizeof db, "c");
     mmrag_options o;
@@ -197,7 +197,7 @@ TEST(locate_regions) {
     snprintf(dir, sizeof dir, "%s/lib-corpus", tmp);
     snprintf(cmd, sizeof cmd, "rm -rf %s && %s/tests/tool_gencorpus corpus %s >/dev/null 2>&1", dir,
              test_env("MMRAG_BUILD", "build"), dir);
-    if (system(cmd)) SKIP("tool_gencorpus not built");
+    CHECK_MSG(system(cmd) == 0, "fixture: tool_gencorpus could not write the corpus");
     snprintf(truth, sizeof truth, "%s/truth.json", dir);
     snprintf(pdf, sizeof pdf, "%s/corpus.pdf", dir);
     float b2[4], b3[4];
@@ -249,7 +249,7 @@ static int on_token(void *user, const char *piece, size_t len) {
 }
 
 TEST(ask_streams_and_cancels) {
-    if (!setup()) SKIP("tool_gencorpus not built");
+    CHECK_MSG(setup(), "fixture: tool_gencorpus could not write the sample PDFs");
     char llm[1100];
     snprintf(llm, sizeof llm, "%s/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", test_env("MMRAG_MODELS", "models"));
     struct stat st;
@@ -293,7 +293,7 @@ TEST(ask_streams_and_cancels) {
 }
 
 TEST(example_program_runs) {
-    if (!setup()) SKIP("tool_gencorpus not built");
+    CHECK_MSG(setup(), "fixture: tool_gencorpus could not write the sample PDFs");
     char cmd[4096], db[1100];
     db_path(db, sizeof db, "example");
     const char *b = test_env("MMRAG_BUILD", "build");

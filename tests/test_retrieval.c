@@ -76,6 +76,39 @@ TEST(fusion_ordering) {
     CHECK(retr_fuse(l3, n2, &w, 60, f, 10) == 0);
 }
 
+/* Score fusion keeps a strong dense-only hit first (RRF put a chunk both lists rank
+ * mediocrely above it), scales BM25 by the query's best, gives an unknown dense score
+ * the lowest known one, and adds the image cosine only for image-list members. */
+TEST(score_fusion) {
+    retr_weights w = {{1, 0, 1}};
+    retr_scored c[3] = {
+        {1, 0.62f, 0, 0, {1, 0, 0}},          /* dense only, strong */
+        {2, 0.45f, 8.0f, 0, {3, 0, 2}},        /* both, mediocre */
+        {3, -2.0f, 16.0f, 0, {0, 0, 1}},       /* BM25 only, dense unknown */
+    };
+    retr_fused f[3];
+    CHECK(retr_fuse_scores(c, 3, &w, f, 3) == 3);
+    CHECK(f[0].id == 1 && f[0].rank[RETR_SRC_TEXT] == 1);
+    CHECK_NEAR(f[0].fused, 0.62, 1e-6);
+    CHECK_NEAR(f[1].fused, 0.45 + RETR_BM25_SCALE * 1.0, 1e-6);  /* the floor is 0.45 */
+    CHECK_NEAR(f[2].fused, 0.45 + RETR_BM25_SCALE * 0.5, 1e-6);
+    CHECK(f[1].id == 3 && f[2].id == 2);
+    /* what RRF makes of the same ranks: the mediocre pair wins */
+    const int64_t lt[2] = {1, 2}, lb[2] = {3, 2};
+    const int64_t *lists[RETR_NSRC] = {lt, NULL, lb};
+    int32_t n[RETR_NSRC] = {2, 0, 2};
+    CHECK(retr_fuse(lists, n, &w, 60, f, 3) == 3 && f[0].id == 2);
+    /* BM25 weighted up (a quoted phrase) lets the keyword hit win */
+    retr_weights wq = {{1, 0, 4}};
+    CHECK(retr_fuse_scores(c, 3, &wq, f, 1) == 1 && f[0].id == 3);
+    /* image cosine counts for image-list members only */
+    retr_weights wi = {{1, 1.5f, 1}};
+    retr_scored im[2] = {{5, 0.30f, 0, 0.5f, {2, 1, 0}}, {6, 0.40f, 0, 0.9f, {1, 0, 0}}};
+    CHECK(retr_fuse_scores(im, 2, &wi, f, 2) == 2 && f[0].id == 5);
+    CHECK_NEAR(f[0].fused, 0.30 + 1.5 * RETR_IMAGE_SCALE * 0.5, 1e-6);
+    CHECK(retr_fuse_scores(im, 0, &wi, f, 2) == 0);
+}
+
 TEST(adaptive_weights) {
     retr_weights w;
     retr_adapt_weights("who founded the company", NULL, &w);

@@ -25,7 +25,7 @@ done
 # start_server NAME ARGS... : sets PORT and SPID, waits for "listening on"
 start_server() {
   local name=$1; shift
-  "$MMRAG" serve --listen 127.0.0.1:0 --quiet "$@" >"$T/$name.out" 2>"$T/$name.err" &
+  "$MMRAG" serve --listen 127.0.0.1:0 ${QUIET---quiet} "$@" >"$T/$name.out" 2>"$T/$name.err" &
   SPID=$!
   PIDS+=("$SPID")
   PORT=""
@@ -290,6 +290,10 @@ fi
 
 # ---- API keys: collections are isolated ----------------------------------------------------
 printf '# test keys\nkey-alpha-0001 alpha\nkey-bravo-0002 bravo\n' >"$T/keys"
+chmod 644 "$T/keys"
+"$MMRAG" serve --listen 127.0.0.1:0 --db "$T/kdb" --keys "$T/keys" >"$T/k644.out" 2>"$T/k644.err"; RC=$?
+check "a keys file others may read is refused with a message ($(head -c 90 "$T/k644.err"))" bash -c "[ $RC -ne 0 ] && grep -q 'chmod 600' '$T/k644.err'"
+chmod 600 "$T/keys"
 start_server keys --db "$T/kdb" --keys "$T/keys"
 A=(-H 'Authorization: Bearer key-alpha-0001'); Bk=(-H 'Authorization: Bearer key-bravo-0002')
 req POST /v1/documents "${A[@]}" -H 'Content-Type: application/pdf' --data-binary @"$PDF1"
@@ -314,6 +318,37 @@ req POST /v1/search "${Bk[@]}" -d "{\"query\":\"$WORD\"}"
 check "bravo's search finds nothing of alpha's" bash -c "[ $CODE = 200 ] && [ \$(jq '.hits | length' '$T/body') = 0 ]"
 req GET /v1/documents "${A[@]}"
 check "alpha still sees its document" bash -c "[ \$(jq '.documents | length' '$T/body') = 1 ]"
+kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+
+# ---- per-key rate limits, request ids, headers, the PDF sniff -------------------------------
+QUIET= start_server rl --db "$T/rdb" --keys "$T/keys" --rate-limit 1 --rate-burst 3
+codes=""
+for _ in 1 2 3 4 5; do
+  codes="$codes $(curl -s -D "$T/rl.hdr" -o "$T/body" -w '%{http_code}' "${A[@]}" "$URL/v1/documents")"
+done
+check "rate limit: burst of 3 then 429 ($codes)" bash -c "[ '$codes' = ' 200 200 200 429 429' ]"
+check "429 carries Retry-After and a JSON error" bash -c "grep -qi '^Retry-After: [1-9]' '$T/rl.hdr' && jq -e '.error.code == \"rate_limited\"' '$T/body' >/dev/null"
+req GET /v1/documents "${Bk[@]}"; check "rate limit is per key (bravo still served)" [ "$CODE" = 200 ]
+req GET /healthz; check "healthz is not rate limited" [ "$CODE" = 200 ]
+{ head -c 100 /dev/zero | tr '\0' ' '; cat "$PDF1"; } >"$T/prefixed.pdf"
+req POST /v1/documents "${Bk[@]}" -H 'Content-Type: application/pdf' --data-binary @"$T/prefixed.pdf"
+check "upload with %PDF- after 100 bytes is accepted (sniffed in the first 1024)" [ "$CODE" = 202 ]
+{ head -c 1100 /dev/zero | tr '\0' ' '; cat "$PDF1"; } >"$T/late.pdf"
+sleep 1.2
+req POST /v1/documents "${Bk[@]}" -H 'Content-Type: application/pdf' --data-binary @"$T/late.pdf"
+check "upload with %PDF- only after 1024 bytes is refused before queueing ($CODE)" bash -c "[ $CODE = 415 ] && jq -e '.error.code == \"not_pdf\"' '$T/body' >/dev/null"
+sleep 1.2
+curl -s -D "$T/id.hdr" -o "$T/body" "${Bk[@]}" "$URL/v1/documents/999999"
+RID=$(sed -n 's/^X-Request-Id: *\([^[:space:]]*\).*/\1/Ip' "$T/id.hdr")
+check "error body carries the reply's request id ($RID)" bash -c "[ -n '$RID' ] && jq -e --arg id '$RID' '.error.request_id == \$id' '$T/body' >/dev/null"
+sleep 0.2
+check "the access log carries the request id" grep -q -- "$RID" "$T/rl.err"
+sleep 1.2
+curl -s -D "$T/id2.hdr" -o /dev/null -H 'X-Request-Id: trace-abc.1' "${Bk[@]}" "$URL/v1/documents"
+check "a client's X-Request-Id is echoed" grep -qi '^X-Request-Id: trace-abc.1' "$T/id2.hdr"
+curl -s -D "$T/h.hdr" -o /dev/null "$URL/"
+check "web page: nosniff and a Content-Security-Policy" bash -c "grep -qi '^X-Content-Type-Options: nosniff' '$T/h.hdr' && grep -qi \"^Content-Security-Policy: default-src 'self'.*frame-ancestors 'none'\" '$T/h.hdr'"
+check "JSON replies: nosniff" grep -qi '^X-Content-Type-Options: nosniff' "$T/id.hdr"
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 
 # ---- loopback only without keys ------------------------------------------------------------

@@ -2,6 +2,7 @@
  * writer), sha no-op, replace on change, cascade delete, FTS5 hostile queries, BM25,
  * vectors, disk-full and read-only behaviour, parallel writers, chunk text lines (round
  * trip, blob layout, bad and damaged lines, a v1 database migrated to v2). */
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -122,7 +123,6 @@ TEST(schema_and_migrations) {
     CHECK(store_generation(s, &gen) == STORE_OK && gen == 0);
     CHECK(store_meta_get(s, "nope", v, sizeof v) == STORE_ERR_NOTFOUND);
     store_close(s);
-    CHECK(count_sql(d, "PRAGMA journal_mode") == -1 || 1);   /* WAL checked below */
     /* journal mode is persistent in the file */
     char path[600];
     snprintf(path, sizeof path, "%s/mmrag.db", d);
@@ -929,10 +929,24 @@ TEST(chunk_lines_v1_database_migrates) {
     CHECK(s);
     CHECK(add_doc(s, 710, "/data/old.pdf", 2, 3, "walrus", NULL, NULL) == STORE_OK);
     store_close(s);
-    /* back to the v1 shape: the column gone, the version 1 */
-    CHECK(exec_sql(d, "ALTER TABLE chunks DROP COLUMN lines;"
+    /* back to the v1 shape: no lines (v2), no section, its FTS column and no sentence
+     * vectors (v3); the version 1 */
+    CHECK(exec_sql(d, "DROP TRIGGER chunks_ai; DROP TRIGGER chunks_ad; DROP TRIGGER chunks_au;"
+                      " DROP TABLE chunks_fts; DROP TABLE sentence_vectors;"
+                      " ALTER TABLE chunks DROP COLUMN lines; ALTER TABLE chunks DROP COLUMN section;"
+                      " CREATE VIRTUAL TABLE chunks_fts USING fts5(text, content='chunks',"
+                      " content_rowid='id', tokenize='porter unicode61 remove_diacritics 2');"
+                      " CREATE TRIGGER chunks_ai AFTER INSERT ON chunks BEGIN"
+                      " INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text); END;"
+                      " CREATE TRIGGER chunks_ad AFTER DELETE ON chunks BEGIN"
+                      " INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, old.text); END;"
+                      " CREATE TRIGGER chunks_au AFTER UPDATE OF text ON chunks BEGIN"
+                      " INSERT INTO chunks_fts(chunks_fts, rowid, text) VALUES ('delete', old.id, old.text);"
+                      " INSERT INTO chunks_fts(rowid, text) VALUES (new.id, new.text); END;"
+                      " INSERT INTO chunks_fts(chunks_fts) VALUES ('rebuild');"
                       " UPDATE meta SET value='1' WHERE key='schema_version'") == SQLITE_OK);
     CHECK(count_sql(d, "SELECT count(*) FROM pragma_table_info('chunks') WHERE name='lines'") == 0);
+    CHECK(count_sql(d, "SELECT count(*) FROM pragma_table_info('chunks') WHERE name='section'") == 0);
     CHECK((s = open_dir(d)));
     char v[32];
     CHECK(store_meta_get(s, "schema_version", v, sizeof v) == STORE_OK && atoi(v) == STORE_SCHEMA_VERSION);
@@ -963,5 +977,71 @@ TEST(chunk_lines_v1_database_migrates) {
     store_close(s);
     CHECK(count_sql(d, "SELECT count(*) FROM pragma_table_info('chunks') WHERE name='lines'") == 1);
     CHECK(count_sql(d, "SELECT count(*) FROM chunks WHERE lines IS NULL") == 7);
+    CHECK(fts_ok(d));
+}
+
+/* Section paths are stored with their chunk, searched as a second BM25 column whose
+ * weight counts (0 = ignored), and read back; sentence vectors score by the best
+ * sentence, a chunk without them reads -2, and they go with their document. */
+TEST(sections_and_sentence_vectors) {
+    const char *d = fresh_dir("sections");
+    store *s = open_dir(d);
+    CHECK(s);
+    char sha[65];
+    sha_of(820, sha);
+    store_doc_meta m = {.sha256 = sha, .path = "/data/sec.pdf", .title = "Sec", .pages = 1, .bytes = 10};
+    int64_t existing = 0, id = 0;
+    CHECK(store_doc_begin(s, &m, &existing) == STORE_OK);
+    store_page pg = {1, 612, 792, 0};
+    CHECK(store_page_add(s, &pg) == STORE_OK);
+    store_chunk a = {.ord = 0, .page = 1, .kind = STORE_KIND_TEXT, .box = {0, 0, 1, 0.5f}, .image_idx = -1,
+                     .text = "Syntax: set the base of the axis", .section = "Commands > Set > Logscale"};
+    store_chunk b = {.ord = 1, .page = 1, .kind = STORE_KIND_TEXT, .box = {0, 0.5f, 1, 1}, .image_idx = -1,
+                     .text = "logscale mentioned once in plain text", .section = NULL};
+    CHECK(store_chunk_add(s, &a) == STORE_OK && store_chunk_add(s, &b) == STORE_OK);
+    CHECK(store_doc_commit(s, &id, NULL) == STORE_OK);
+    int64_t ids[2];
+    CHECK(chunk_ids(s, id, ids) == 0);
+    store_chunk_row r;
+    CHECK(store_chunk_get(s, ids[0], &r) == STORE_OK && strcmp(r.section, "Commands > Set > Logscale") == 0);
+    store_chunk_row_clear(&r);
+    CHECK(store_chunk_get(s, ids[1], &r) == STORE_OK && strcmp(r.section, "") == 0);
+    store_chunk_row_clear(&r);
+    /* "logscale" is in the text of b and only in the section of a */
+    store_search_opts o;
+    store_search_opts_default(&o);
+    store_hit *h;
+    int32_t nh;
+    o.section_weight = 0;  /* a matches, but its section does not count */
+    CHECK(store_search_bm25(s, "logscale", &o, &h, &nh) == STORE_OK && nh == 2 && h[0].chunk_id == ids[1]);
+    store_hits_free(h, nh);
+    o.section_weight = 5;
+    CHECK(store_search_bm25(s, "logscale", &o, &h, &nh) == STORE_OK && nh == 2 && h[0].chunk_id == ids[0]);
+    store_hits_free(h, nh);
+    /* sentence vectors: a has two (dim 2), b none yet */
+    store_todo *todo;
+    int32_t nt;
+    CHECK(store_chunks_without_sentvecs(s, "m", 0, 10, &todo, &nt) == STORE_OK && nt == 2 &&
+          strcmp(todo[0].section, "Commands > Set > Logscale") == 0);
+    store_todos_free(todo, nt);
+    const float va[4] = {1, 0, 0.6f, 0.8f};
+    store_sentvec rows[2] = {{ids[0], 2, va}, {ids[1], 0, NULL}};
+    int32_t w = 0;
+    CHECK(store_sentvecs_put(s, "m", 2, rows, 2, &w) == STORE_OK && w == 2);
+    CHECK(store_chunks_without_sentvecs(s, "m", 0, 10, &todo, &nt) == STORE_OK && nt == 0);
+    store_todos_free(todo, nt);
+    const float q[2] = {0, 1};
+    float best[2];
+    CHECK(store_sentvecs_best(s, "m", q, 2, ids, 2, best) == STORE_OK);
+    CHECK(fabsf(best[0] - 0.8f) < 1e-6f && best[1] == -2.0f);
+    CHECK(store_sentvecs_best(s, "other", q, 2, ids, 2, best) == STORE_OK && best[0] == -2.0f);
+    int64_t cnt = 0;
+    CHECK(store_sentvecs_count(s, "m", &cnt) == STORE_OK && cnt == 2);
+    /* a bad batch is refused whole */
+    store_sentvec bad = {ids[0], -1, va};
+    CHECK(store_sentvecs_put(s, "m", 2, &bad, 1, &w) == STORE_ERR_ARG && w == 0);
+    CHECK(store_doc_delete(s, id) == STORE_OK);
+    CHECK(store_sentvecs_count(s, "m", &cnt) == STORE_OK && cnt == 0);
+    store_close(s);
     CHECK(fts_ok(d));
 }

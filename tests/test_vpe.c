@@ -1,22 +1,31 @@
 /* tests/test_vpe.c — region localization (engine/vpe): constructed candidate sets for
  * kind words, above/below, ordinals, left/right, top/bottom, labels, pages and
  * "not found"; then end to end on the generated corpus through `mmrag index`,
- * `mmrag locate` and `mmrag eval vpe`. Needs models/minilm (skips without it). */
+ * `mmrag locate` and `mmrag eval vpe`. Needs models/minilm: skips when the model file is
+ * absent, fails when it is there but does not load. */
 #include <jansson.h>
 #include <sys/wait.h>
 #include "engine/vpe.h"
 #include "test.h"
 #include "vision/textenc.h"
 
+#include <sys/stat.h>
+
 static textenc *g_te;
 static vpe *g_v;
+static char g_load_err[600];   /* why a present model did not load ("" = not tried/ok) */
 
+/* The localizer, or NULL: g_load_err says why when the model is there but broken. */
 static vpe *get_vpe(void) {
     if (g_v) return g_v;
-    char err[512], dir[1024];
+    char err[512], dir[1024], file[1100];
     snprintf(dir, sizeof dir, "%s/minilm", test_env("MMRAG_MODELS", "models"));
-    if (textenc_create(dir, NULL, &g_te, err, sizeof err)) return NULL;
-    if (vpe_create(g_te, NULL, &g_v, err, sizeof err)) return NULL;
+    snprintf(file, sizeof file, "%s/model.safetensors", dir);
+    struct stat st;
+    if (stat(file, &st)) return NULL;
+    if (textenc_create(dir, NULL, &g_te, err, sizeof err) ||
+        vpe_create(g_te, NULL, &g_v, err, sizeof err))
+        snprintf(g_load_err, sizeof g_load_err, "%s", err);
     return g_v;
 }
 
@@ -48,7 +57,14 @@ static int loc(const char *desc, int32_t page, vpe_result *r) {
     return vpe_locate(get_vpe(), report, NREP, desc, &o, r, err, sizeof err);
 }
 
-#define NEED_MODEL() do { if (!get_vpe()) SKIP("no models/minilm"); } while (0)
+/* absent model: skip; present but unloadable: fail */
+#define NEED_MODEL()                                                                      \
+    do {                                                                                  \
+        if (!get_vpe()) {                                                                 \
+            CHECK_MSG(!g_load_err[0], "models/minilm does not load: %s", g_load_err);     \
+            SKIP("no models/minilm");                                                     \
+        }                                                                                 \
+    } while (0)
 #define EXPECT(desc, idx)                                                                  \
     do {                                                                                   \
         vpe_result r_;                                                                     \
@@ -190,7 +206,7 @@ static int run(const char *cmd) {
 }
 
 TEST(corpus_end_to_end) {
-    if (!get_vpe()) SKIP("no models/minilm");
+    NEED_MODEL();
     const char *build = test_env("MMRAG_BUILD", "build"), *tmp = test_env("MMRAG_TMP", "/tmp");
     char dir[512], cmd[8192], out[600];
     snprintf(dir, sizeof dir, "%s/vpe-e2e", tmp);

@@ -19,6 +19,7 @@
 
 static const char usage[] =
     "usage: mmrag index PATH... [--db DIR] [--jobs N] [--no-ocr] [--no-embed] [--json]\n"
+    "                   [--timeout S] [--mem-limit MB] [--cpu-limit S] [--no-isolate]\n"
     "  Index PDF files and folders (recursive: *.pdf and files starting with %PDF).\n"
     "  Unchanged files are skipped; a changed file replaces its old version.\n"
     "  --db DIR     collection directory (default $MMRAG_DB or ./.mmrag)\n"
@@ -27,6 +28,12 @@ static const char usage[] =
     "  --no-embed   skip the embedding pass (chunks are then embedded on first search)\n"
     "  --models DIR model directory (default $MMRAG_MODELS, ./models, or beside the binary)\n"
     "  --json       print a JSON report on stdout\n"
+    "  Each PDF is parsed in a child process: a crash, hang or out-of-memory there fails\n"
+    "  that file only (reported with its reason) and stores nothing of it.\n"
+    "  --timeout S    wall-clock limit per document (default 600; 0 = none)\n"
+    "  --mem-limit MB address-space limit of the parser (default 4096; 0 = none)\n"
+    "  --cpu-limit S  CPU seconds of the parser (default: the timeout)\n"
+    "  --no-isolate   parse in this process (no limits; a parser crash ends the run)\n"
     "  Exit: 0 all indexed, 1 some files failed, 2 usage, 3 database error.\n";
 
 /* Ctrl-C: finish nothing half-way (open documents are aborted, committed ones stay),
@@ -257,6 +264,8 @@ static json_t *job_json(const job *j) {
         json_object_set_new(o, "ocr_pages", json_integer(r->ocr_pages));
         json_object_set_new(o, "seconds", json_real(r->seconds));
     }
+    if (r->isolate_rc && r->isolate_rc != ISOLATE_ABORTED)
+        json_object_set_new(o, "failure", json_string(isolate_status_name(r->isolate_rc)));
     if (j->rc < 0 || j->rc == 99)
         json_object_set_new(o, "error", cli_json_str(j->rc == PIPELINE_ABORTED || (j->rc == 99 && interrupted) ? "interrupted" : j->err));
     return o;
@@ -308,8 +317,13 @@ int cli_index(int argc, char **argv) {
         {"db", required_argument, 0, 'd'}, {"jobs", required_argument, 0, 'j'},
         {"json", no_argument, 0, 'J'}, {"no-ocr", no_argument, 0, 'O'},
         {"no-embed", no_argument, 0, 'E'}, {"models", required_argument, 0, 'm'},
+        {"timeout", required_argument, 0, 'T'}, {"mem-limit", required_argument, 0, 'M'},
+        {"cpu-limit", required_argument, 0, 'C'}, {"no-isolate", no_argument, 0, 'I'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *db = NULL, *models = NULL;
+    isolate_limits lim;
+    isolate_limits_default(&lim);
+    lim.worker_exe = "/proc/self/exe";   /* this binary's ingest-worker command */
     int embed = 1;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int jobs = ncpu > 8 ? 8 : ncpu < 1 ? 1 : (int)ncpu, json = 0, ocr = 1, o;
@@ -322,6 +336,10 @@ int cli_index(int argc, char **argv) {
         case 'O': ocr = 0; break;
         case 'E': embed = 0; break;
         case 'm': models = optarg; break;
+        case 'T': if (cli_parse_int("--timeout", optarg, 0, 86400 * 7, &lim.timeout_s)) return CLI_USAGE; break;
+        case 'M': if (cli_parse_int("--mem-limit", optarg, 0, 1 << 24, &lim.mem_mb)) return CLI_USAGE; break;
+        case 'C': if (cli_parse_int("--cpu-limit", optarg, 0, 86400 * 7, &lim.cpu_s)) return CLI_USAGE; break;
+        case 'I': lim.enabled = 0; break;
         case 'h': fputs(usage, stdout); return CLI_OK;
         default: fputs(usage, stderr); return CLI_USAGE;
         }
@@ -336,6 +354,7 @@ int cli_index(int argc, char **argv) {
     pthread_mutex_init(&c.mu, NULL);
     pipeline_options_default(&c.popt);
     c.popt.ingest.ocr = ocr;
+    c.popt.isolate = lim;
 
     strvec files = {0};
     for (int i = 0; i < args.n; i++) {

@@ -1,5 +1,5 @@
 /* api/cli/cli_search.c — `mmrag search "question"`: fused retrieval (MiniLM text vectors in
- * FAISS HNSW + image-space LSH + BM25, weighted reciprocal-rank fusion) with citations.
+ * FAISS HNSW + image-space LSH + BM25, score fusion) with citations.
  * Also cli_retriever_open(), shared by `mmrag eval retrieval` and `mmrag compact`. */
 #include <getopt.h>
 #include <stdlib.h>
@@ -12,7 +12,8 @@ static const char usage[] =
     "usage: mmrag search \"question\" [-k N] [--doc DOC]... [--pages A-B] [--kind KIND]\n"
     "                    [--sources text,image,bm25] [--weights T,I,B] [--json] [--explain]\n"
     "  Fused search: text vectors (MiniLM, FAISS HNSW), image vectors (LSH + exact re-scoring)\n"
-    "  and BM25 keywords, combined by weighted reciprocal-rank fusion. Weights adapt to the\n"
+    "  and BM25 keywords (text and section path), combined by their scores: a chunk counts\n"
+    "  by the better of its own and its best sentence's cosine. Weights adapt to the\n"
     "  question (chart/figure/photo/diagram words lean on images, \"quoted phrases\" on BM25).\n"
     "  Each hit: fused score, document, page, normalized box [x0,y0,x1,y1], chunk, snippet.\n"
     "  -k N             number of hits (default 10)\n"
@@ -89,6 +90,9 @@ static json_t *hit_json(const retr_hit *h, int rank, int explain) {
             json_object_set_new(src, src_name[s], h->rank[s] ? json_pack("{s:i,s:f}", "rank", h->rank[s],
                                                                          "score", (double)h->score[s])
                                                              : json_null());
+        /* score fusion's dense inputs: the chunk's cosine and its best sentence's */
+        json_object_set_new(src, "dense", h->dense > -1.5f ? json_real(h->dense) : json_null());
+        json_object_set_new(src, "sentence", h->sentence > -1.5f ? json_real(h->sentence) : json_null());
         json_object_set_new(o, "sources", src);
     }
     return o;

@@ -22,8 +22,14 @@ static const char usage[] =
     "  --max-inflight N     concurrent requests before 503 (default 64)\n"
     "  --timeout SECONDS    idle connection timeout (default 30)\n"
     "  --pool N             epoll with N threads instead of a thread per connection\n"
-    "  --ingest-workers N   parallel ingest jobs (default 1)\n"
+    "  --ingest-workers N   parallel ingest jobs (default: CPUs, 2..4)\n"
+    "  --ingest-timeout S   wall-clock limit per uploaded PDF (default 600; 0 = none)\n"
+    "  --ingest-mem-limit MB  address-space limit of the parser process (default 4096; 0 = none)\n"
+    "  --ingest-cpu-limit S CPU seconds of the parser process (default: the ingest timeout)\n"
+    "  --no-isolate         parse uploads in the server process (no limits; not advised)\n"
     "  --queue N            queued ingest jobs before 503 (default 16)\n"
+    "  --rate-limit N       requests per second per API key (with --keys; default 20; 0 = none)\n"
+    "  --rate-burst N       requests a key may send at once (default 5 x the rate)\n"
     "  --gen-slots N        concurrent generations (default 1)\n"
     "  --gen-threads N      kernel threads per generation (default: all CPUs)\n"
     "  --quiet              no access log\n"
@@ -44,11 +50,13 @@ static int parse_num(const char *opt, const char *v, long long lo, long long hi,
 int cli_serve(int argc, char **argv) {
     srv_config c;
     srv_config_default(&c);
+    c.ingest_worker = "/proc/self/exe";   /* this binary's ingest-worker command */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long x = 0;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage, stdout); return 0; }
         if (!strcmp(a, "--quiet")) { c.quiet = 1; continue; }
+        if (!strcmp(a, "--no-isolate")) { c.ingest_isolate = 0; continue; }
         if (!v) { fprintf(stderr, "mmrag serve: unknown option or missing value: %s\n%s", a, usage); return 2; }
         i++;
         if (!strcmp(a, "--listen")) c.listen = v;
@@ -62,6 +70,11 @@ int cli_serve(int argc, char **argv) {
         else if (!strcmp(a, "--timeout")) { if (parse_num(a, v, 1, 86400, &x)) return 2; c.timeout_s = (int32_t)x; }
         else if (!strcmp(a, "--pool")) { if (parse_num(a, v, 0, 1024, &x)) return 2; c.pool = (int32_t)x; }
         else if (!strcmp(a, "--ingest-workers")) { if (parse_num(a, v, 1, 64, &x)) return 2; c.ingest_workers = (int32_t)x; }
+        else if (!strcmp(a, "--ingest-timeout")) { if (parse_num(a, v, 0, 86400 * 7, &x)) return 2; c.ingest_timeout_s = (int32_t)x; }
+        else if (!strcmp(a, "--ingest-mem-limit")) { if (parse_num(a, v, 0, 1 << 24, &x)) return 2; c.ingest_mem_mb = (int32_t)x; }
+        else if (!strcmp(a, "--ingest-cpu-limit")) { if (parse_num(a, v, 0, 86400 * 7, &x)) return 2; c.ingest_cpu_s = (int32_t)x; }
+        else if (!strcmp(a, "--rate-limit")) { if (parse_num(a, v, 0, 1000000, &x)) return 2; c.rate_limit = (int32_t)x; }
+        else if (!strcmp(a, "--rate-burst")) { if (parse_num(a, v, 1, 10000000, &x)) return 2; c.rate_burst = (int32_t)x; }
         else if (!strcmp(a, "--queue")) { if (parse_num(a, v, 1, 100000, &x)) return 2; c.queue_max = (int32_t)x; }
         else if (!strcmp(a, "--gen-slots")) { if (parse_num(a, v, 1, 64, &x)) return 2; c.gen_slots = (int32_t)x; }
         else if (!strcmp(a, "--gen-threads")) { if (parse_num(a, v, 0, 256, &x)) return 2; c.gen_threads = (int32_t)x; }

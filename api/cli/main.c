@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "api/cli/cli.h"
+#include "api/core/isolate.h"
 
 static const cli_command commands[] = {
     {"index", cli_index, "index PDF files and folders into the collection"},
@@ -39,6 +40,8 @@ int main(int argc, char **argv) {
     }
     if (i >= argc) { usage(stderr); return CLI_USAGE; }
     const char *name = argv[i];
+    /* hidden: the child process of isolated ingest (api/core/isolate.c starts it) */
+    if (strcmp(name, "ingest-worker") == 0) return isolate_worker_main(argc - i, argv + i);
     if (strcmp(name, "help") == 0) {
         if (i + 1 >= argc) { usage(stdout); return CLI_OK; }
         name = argv[i + 1];

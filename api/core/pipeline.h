@@ -4,12 +4,16 @@
  *
  * Memory stays flat: each page is freed after it is spooled (the store spools to disk).
  * An unchanged file (same sha256) is detected before parsing and is a no-op.
+ * Isolation (api/core/isolate.h, on by default): the PDF is parsed in a child process with
+ * resource limits and a timeout; a crash, hang or out-of-memory there fails this document
+ * only (PIPELINE_ERR_INPUT, the reason in isolate_rc and the message) and stores nothing.
  * Threads: a call uses only its own store handle and its own ingest handle, so several
  * calls may run in parallel with one store handle each. */
 #ifndef MMRAG_API_PIPELINE_H
 #define MMRAG_API_PIPELINE_H
 #include <stddef.h>
 #include <stdint.h>
+#include "api/core/isolate.h"
 #include "index/store.h"
 #include "ingest/ingest.h"
 
@@ -23,6 +27,7 @@ typedef enum {
 
 typedef struct {
     ingest_options ingest;
+    isolate_limits isolate;      /* default: in a forked child, 600 s, 4096 MiB, 256 files */
 } pipeline_options;
 
 typedef struct {
@@ -31,11 +36,13 @@ typedef struct {
     int32_t pages, chunks, images, ocr_pages;
     int32_t store_rc;            /* the store_status behind PIPELINE_ERR_STORE */
     int32_t ingest_rc;           /* the ingest_status behind PIPELINE_ERR_INPUT */
+    int32_t isolate_rc;          /* isolate_status: why the child failed, or 0 */
     double seconds;
     char title[256];
 } pipeline_result;
 
-/* Called after each page; return non-zero to abort (the document is not written). */
+/* Called after each page, and about 4 times a second while an isolated parse is awaited
+ * (page_done then repeats); return non-zero to abort (the document is not written). */
 typedef int (*pipeline_progress_cb)(void *user, int32_t page_done, int32_t pages);
 
 void pipeline_options_default(pipeline_options *o);

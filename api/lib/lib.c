@@ -169,6 +169,16 @@ void mmrag_close(mmrag *h) {
 }
 
 /* ---- indexing ------------------------------------------------------------------------ */
+/* The handle's ingest limits: 0 = the pipeline's default, -1 = none. */
+static void lib_pipeline_options(const mmrag_options *mo, pipeline_options *po) {
+    pipeline_options_default(po);
+    isolate_limits *l = &po->isolate;
+    if (mo->ingest_timeout_s) l->timeout_s = mo->ingest_timeout_s < 0 ? 0 : mo->ingest_timeout_s;
+    if (mo->ingest_mem_mb) l->mem_mb = mo->ingest_mem_mb < 0 ? 0 : mo->ingest_mem_mb;
+    l->enabled = !mo->ingest_in_process;
+    l->worker_exe = mo->ingest_worker;
+}
+
 static int index_common(mmrag *h, const char *path, const void *data, size_t len,
                         const char *name, int64_t *doc_id) {
     if (!h) return MMRAG_ERR_ARG;
@@ -180,8 +190,10 @@ static int index_common(mmrag *h, const char *path, const void *data, size_t len
     if (rc != STORE_OK) return fail(h, map_store_rc(rc), "%s", err);
     pipeline_result res;
     memset(&res, 0, sizeof res);
-    rc = path ? pipeline_index_file(st, path, NULL, NULL, NULL, &res, err, sizeof err)
-              : pipeline_index_mem(st, data, len, name, NULL, NULL, NULL, &res, err, sizeof err);
+    pipeline_options po;
+    lib_pipeline_options(&h->o, &po);
+    rc = path ? pipeline_index_file(st, path, &po, NULL, NULL, &res, err, sizeof err)
+              : pipeline_index_mem(st, data, len, name, &po, NULL, NULL, &res, err, sizeof err);
     int out = MMRAG_OK;
     if (rc == PIPELINE_OK || rc == PIPELINE_EXISTS) {
         if (doc_id) *doc_id = res.doc_id;

@@ -1,8 +1,10 @@
 /* api/server/server.c — daemon setup, routing, request bodies with limits, auth, replies. */
 #include "api/server/server_internal.h"
 #include "index/store.h"
+#include "api/core/isolate.h"
 
 #include <arpa/inet.h>
+#include <math.h>
 #include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -35,8 +37,16 @@ void srv_config_default(srv_config *c) {
     c->max_body = 1ll << 20;
     c->max_inflight = 64;
     c->timeout_s = 30;
-    c->ingest_workers = 1;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    c->ingest_workers = ncpu < 2 ? 2 : ncpu > 4 ? 4 : (int32_t)ncpu;   /* a slow PDF never blocks the queue */
     c->queue_max = 16;
+    isolate_limits l;
+    isolate_limits_default(&l);
+    c->ingest_isolate = l.enabled;
+    c->ingest_timeout_s = l.timeout_s;
+    c->ingest_mem_mb = l.mem_mb;
+    c->ingest_cpu_s = l.cpu_s;
+    c->rate_limit = 20;
 }
 
 uint16_t srv_port(const srv_server *s) { return s ? s->port : 0; }
@@ -99,16 +109,22 @@ void srv_coll_release(srv_coll *c, struct store *s) {
 }
 
 /* ---- replies -------------------------------------------------------------------------- */
-static void add_common_headers(struct MHD_Response *resp) {
+static void add_common_headers(struct MHD_Response *resp, const srv_req *r) {
     MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(resp, "Cache-Control", "no-store");
+    if (r->id[0]) MHD_add_response_header(resp, "X-Request-Id", r->id);
 }
 
 enum MHD_Result srv_reply_response(struct MHD_Connection *c, srv_req *r, int status,
                                    struct MHD_Response *resp) {
     if (!resp) return MHD_NO;
-    add_common_headers(resp);
+    add_common_headers(resp, r);
     if (status == MHD_HTTP_SERVICE_UNAVAILABLE) MHD_add_response_header(resp, "Retry-After", "1");
+    if (status == MHD_HTTP_TOO_MANY_REQUESTS) {
+        char ra[16];
+        snprintf(ra, sizeof ra, "%d", r->retry_after > 0 ? r->retry_after : 1);
+        MHD_add_response_header(resp, "Retry-After", ra);
+    }
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
     if (ret == MHD_YES) { r->status = status; r->responded = 1; }
@@ -142,8 +158,8 @@ enum MHD_Result srv_reply_error(struct MHD_Connection *c, srv_req *r, int status
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    json_t *j = json_pack("{s:{s:s,s:s,s:i}}", "error", "code", code, "message", msg,
-                          "status", status);
+    json_t *j = json_pack("{s:{s:s,s:s,s:i,s:s}}", "error", "code", code, "message", msg,
+                          "status", status, "request_id", r->id);
     if (!j) return MHD_NO;
     if (status == MHD_HTTP_UNAUTHORIZED) {
         char *txt = json_dumps(j, JSON_COMPACT);
@@ -249,24 +265,58 @@ static int route_has_json_body(int route) {
     return route == R_SEARCH || route == R_ASK || route == R_CHAT || route == R_LOCATE;
 }
 
-/* Constant-time comparison so response timing does not leak key prefixes. */
-static int key_eq(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    unsigned char d = (unsigned char)(la != lb);
-    for (size_t i = 0; i < la && i < lb; i++) d |= (unsigned char)(a[i] ^ b[i]);
+/* Constant-time comparison so response timing does not leak key prefixes: every stored
+ * key is zero-padded to SRV_KEY_MAX and all SRV_KEY_MAX bytes are compared, whatever
+ * matches; only the given key's own length shows in the time. */
+static int key_eq(const char *given, size_t n, const char key[SRV_KEY_MAX]) {
+    unsigned char d = (unsigned char)(n >= SRV_KEY_MAX);
+    for (size_t i = 0; i < SRV_KEY_MAX; i++) {
+        unsigned char g = i < n ? (unsigned char)given[i] : 0;
+        d |= (unsigned char)(g ^ (unsigned char)key[i]);
+    }
     return d == 0;
 }
 
-static srv_coll *auth_collection(srv_server *s, struct MHD_Connection *c) {
-    if (s->n_keys == 0) return s->anon;
+/* The request's key (NULL without keys or with a wrong one); every key is compared. */
+static srv_key *auth_key(srv_server *s, struct MHD_Connection *c) {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     if (!h || strncasecmp(h, "Bearer ", 7)) return NULL;
     h += 7;
     while (*h == ' ') h++;
-    srv_coll *found = NULL;
+    size_t n = strlen(h);
+    srv_key *found = NULL;
     for (int i = 0; i < s->n_keys; i++)
-        if (key_eq(h, s->keys[i].key) && !found) found = s->keys[i].coll;
+        if (key_eq(h, n, s->keys[i].key) && !found) found = &s->keys[i];
     return found;
+}
+
+/* Take one token from the key's bucket; 0 = allowed, else the seconds until one is due. */
+static int rate_take(srv_server *s, srv_key *k) {
+    double rate = s->cfg.rate_limit, burst = s->cfg.rate_burst > 0 ? s->cfg.rate_burst : 5 * rate;
+    if (rate <= 0 || !k) return 0;
+    double now = srv_now();
+    pthread_mutex_lock(&s->mu);
+    if (k->last == 0) k->tokens = burst;
+    else k->tokens += (now - k->last) * rate;
+    if (k->tokens > burst) k->tokens = burst;
+    k->last = now;
+    int wait = 0;
+    if (k->tokens >= 1) k->tokens -= 1;
+    else wait = (int)ceil((1 - k->tokens) / rate);
+    pthread_mutex_unlock(&s->mu);
+    return wait > 0 ? wait : 0;
+}
+
+/* X-Request-Id: the client's when it is 1..64 of [A-Za-z0-9._-], else a new one. */
+static void request_id(srv_server *s, struct MHD_Connection *c, srv_req *r) {
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Request-Id");
+    size_t n = h ? strlen(h) : 0;
+    int ok = n >= 1 && n <= 64;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = isalnum((unsigned char)h[i]) || h[i] == '.' || h[i] == '_' || h[i] == '-';
+    if (ok) { memcpy(r->id, h, n + 1); return; }
+    uint64_t seq = __atomic_fetch_add(&s->req_seq, 1, __ATOMIC_RELAXED);
+    snprintf(r->id, sizeof r->id, "req-%016llx", (unsigned long long)seq);
 }
 
 static enum MHD_Result dispatch(struct MHD_Connection *c, srv_req *r) {
@@ -282,7 +332,9 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, srv_req *r) {
         MHD_add_response_header(resp, "Content-Type", "text/html; charset=utf-8");
         MHD_add_response_header(resp, "Content-Security-Policy",
                                 "default-src 'self'; img-src 'self' blob: data:; "
-                                "style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'");
+                                "style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'; "
+                                "object-src 'none'; base-uri 'none'; form-action 'self'; "
+                                "frame-ancestors 'none'");
         return srv_reply_response(c, r, 200, resp);
     }
     case R_OPENAPI:
@@ -336,8 +388,9 @@ static int request_begin(struct MHD_Connection *c, srv_req *r, const char *url, 
     if (route < 0) {
         r->route = R_NOTFOUND;
         char *txt = NULL;
-        json_t *j = json_pack("{s:{s:s,s:s,s:i}}", "error", "code", "method_not_allowed",
-                              "message", "method not allowed on this route", "status", 405);
+        json_t *j = json_pack("{s:{s:s,s:s,s:i,s:s}}", "error", "code", "method_not_allowed",
+                              "message", "method not allowed on this route", "status", 405,
+                              "request_id", r->id);
         if (j) txt = json_dumps(j, JSON_COMPACT);
         json_decref(j);
         if (!txt) { *ret = MHD_NO; return 1; }
@@ -375,10 +428,17 @@ static int request_begin(struct MHD_Connection *c, srv_req *r, const char *url, 
         return 1;
     }
     if (route >= R_DOC_UPLOAD) {
-        r->coll = auth_collection(s, c);
+        srv_key *k = s->n_keys ? auth_key(s, c) : NULL;
+        r->coll = s->n_keys ? (k ? k->coll : NULL) : s->anon;
         if (!r->coll) {
             *ret = srv_reply_error(c, r, 401, "unauthorized",
                                    "missing or invalid API key (Authorization: Bearer KEY)");
+            return 1;
+        }
+        if ((r->retry_after = rate_take(s, k))) {
+            *ret = srv_reply_error(c, r, 429, "rate_limited",
+                                   "more than %d requests per second for this key; retry in %d s",
+                                   s->cfg.rate_limit, r->retry_after);
             return 1;
         }
     }
@@ -455,6 +515,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         r->srv = s;
         r->t0 = srv_now();
         r->up_fd = -1;
+        request_id(s, c, r);
         *con_cls = r;
         enum MHD_Result ret = MHD_YES;
         if (request_begin(c, r, url, method, &ret)) return ret;
@@ -496,8 +557,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         const char *reason = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" :
                              toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? " (timeout)" :
                              " (aborted)";
-        fprintf(stderr, "mmrag serve: %s %d %.1f ms%s\n", srv_route_name(r->route), status,
-                dt * 1e3, reason);
+        fprintf(stderr, "mmrag serve: %s %s %d %.1f ms%s\n", r->id, srv_route_name(r->route),
+                status, dt * 1e3, reason);
     }
     if (r->counted) {
         pthread_mutex_lock(&s->mu);
@@ -561,8 +622,15 @@ static srv_coll *find_or_add_coll(srv_server *s, const char *name) {
 }
 
 static int load_keys(srv_server *s, const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "r");
+    FILE *f = fopen(path, "re");
     if (!f) { snprintf(err, errlen, "--keys %s: %s", path, strerror(errno)); return -1; }
+    struct stat st;
+    if (fstat(fileno(f), &st) || (st.st_mode & (S_IRWXG | S_IRWXO))) {
+        snprintf(err, errlen, "--keys %s: refusing a keys file that group or others may read "
+                 "(mode %03o); run: chmod 600 %s", path, (unsigned)(st.st_mode & 0777), path);
+        fclose(f);
+        return -1;
+    }
     char line[512];
     int ln = 0, rc = 0;
     while (fgets(line, sizeof line, f)) {
@@ -582,7 +650,8 @@ static int load_keys(srv_server *s, const char *path, char *err, size_t errlen) 
         srv_key *nk = realloc(s->keys, (size_t)(s->n_keys + 1) * sizeof *nk);
         if (!nk) { rc = -1; snprintf(err, errlen, "out of memory"); break; }
         s->keys = nk;
-        memcpy(s->keys[s->n_keys].key, key, strlen(key) + 1);   /* length checked above */
+        memset(&s->keys[s->n_keys], 0, sizeof s->keys[s->n_keys]);
+        memcpy(s->keys[s->n_keys].key, key, strlen(key));   /* length checked above */
         s->keys[s->n_keys].coll = find_or_add_coll(s, coll);
         if (!s->keys[s->n_keys].coll) { rc = -1; snprintf(err, errlen, "out of memory"); break; }
         s->n_keys++;
@@ -619,6 +688,9 @@ int srv_start(const srv_config *cfg, srv_server **out, char *err, size_t errlen)
     pthread_mutex_init(&s->qmu, NULL);
     pthread_cond_init(&s->qcv, NULL);
     srv_metrics_init(&s->metrics);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);   /* ids differ across restarts: a start from the clock */
+    s->req_seq = ((uint64_t)ts.tv_sec << 24) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 40);
     if (s->cfg.max_inflight <= 0) s->cfg.max_inflight = 64;
     if (s->cfg.max_upload <= 0) s->cfg.max_upload = 64ll << 20;
     if (s->cfg.max_body <= 0) s->cfg.max_body = 1ll << 20;

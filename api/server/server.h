@@ -8,7 +8,9 @@
  *
  * Without a keys file the server serves one collection (the --db directory) and only
  * binds loopback addresses. With keys ("KEY COLLECTION" lines) each collection is the
- * directory DB/COLLECTION and a bearer key only ever sees its own collection. */
+ * directory DB/COLLECTION and a bearer key only ever sees its own collection. The keys file
+ * must not be readable by group or others. Every reply carries X-Request-Id (the client's
+ * when it sent a sane one), which the access log and JSON error bodies repeat. */
 #ifndef MMRAG_API_SERVER_H
 #define MMRAG_API_SERVER_H
 #include <stddef.h>
@@ -24,11 +26,21 @@ typedef struct {
     int32_t max_inflight;      /* concurrent requests before 503; default 64 */
     int32_t timeout_s;         /* idle connection timeout; default 30 */
     int32_t pool;              /* 0 = thread per connection (default); N = epoll + N threads */
-    int32_t ingest_workers;    /* default 1 */
+    int32_t ingest_workers;    /* parallel ingest jobs; default: CPUs clamped to 2..4 */
     int32_t queue_max;         /* queued ingest jobs before 503; default 16 */
     int32_t gen_slots;         /* concurrent generations (engine sessions); default 1 */
     int32_t gen_threads;       /* kernel threads per generation; 0 = engine default */
     int32_t quiet;             /* no access log on stderr */
+    /* Isolated ingest (api/core/isolate.h): each upload is parsed in a child process. */
+    int32_t ingest_isolate;    /* 1 (default) = in a child; 0 = in the server process */
+    int32_t ingest_timeout_s;  /* wall clock per document; default 600; 0 = none */
+    int32_t ingest_mem_mb;     /* the child's address-space limit; default 4096; 0 = none */
+    int32_t ingest_cpu_s;      /* the child's CPU seconds; default 0 = ingest_timeout_s */
+    const char *ingest_worker; /* binary with `ingest-worker` (mmrag serve: itself);
+                                * NULL = fork the server process without exec */
+    int32_t rate_limit;        /* requests per second per API key (with keys only); default
+                                * 20; 0 = none. Over it: 429 with Retry-After */
+    int32_t rate_burst;        /* requests a key may send at once; default 5 x rate_limit */
     const char *llm;           /* language model GGUF; NULL = $MMRAG_LLM, else the models dir's SmolLM2 */
 } srv_config;
 

@@ -36,6 +36,11 @@ int srv_ingest_run(srv_server *s, srv_job *j) {
     }
     pipeline_options o;
     pipeline_options_default(&o);
+    o.isolate.enabled = s->cfg.ingest_isolate;
+    o.isolate.timeout_s = s->cfg.ingest_timeout_s;
+    o.isolate.mem_mb = s->cfg.ingest_mem_mb;
+    o.isolate.cpu_s = s->cfg.ingest_cpu_s;
+    o.isolate.worker_exe = s->cfg.ingest_worker;
     pipeline_result res;
     memset(&res, 0, sizeof res);
     progress_ctx pc = {s, j, 0};
@@ -57,6 +62,8 @@ int srv_ingest_run(srv_server *s, srv_job *j) {
     const char *colon = strstr(err, ".pdf: ");
     if (colon) msg = colon + 6;
     pthread_mutex_lock(&s->qmu);
+    if (res.isolate_rc && rc != PIPELINE_ABORTED)
+        snprintf(j->failure, sizeof j->failure, "%s", isolate_status_name(res.isolate_rc));
     snprintf(j->error, sizeof j->error, "%s%s%s", rc == PIPELINE_ABORTED ? "aborted: " : "",
              rc == PIPELINE_ABORTED ? "server shutting down" : j->name,
              rc == PIPELINE_ABORTED ? "" : ": ");

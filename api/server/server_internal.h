@@ -63,6 +63,7 @@ typedef struct srv_job {
     int existed;              /* same content already indexed */
     int fresh_file;           /* this upload created `path` (remove it if ingest fails) */
     char error[512];
+    char failure[16];         /* isolate_status_name when the ingest child failed */
     int64_t created, finished;
     struct srv_job *next_q;   /* queue link */
 } srv_job;
@@ -87,7 +88,12 @@ void srv_metrics_observe(srv_metrics *m, srv_hist *h, double seconds);
 char *srv_metrics_render(srv_metrics *m, int inflight, int queued);  /* malloc'd */
 
 /* ---- the server ----------------------------------------------------------------------- */
-typedef struct srv_key { char key[128]; srv_coll *coll; } srv_key;
+#define SRV_KEY_MAX 128
+typedef struct srv_key {
+    char key[SRV_KEY_MAX];             /* zero-padded: compared over all SRV_KEY_MAX bytes */
+    srv_coll *coll;
+    double tokens, last;               /* rate-limit bucket (guarded by srv_server.mu) */
+} srv_key;
 
 struct srv_server {
     srv_config cfg;
@@ -105,6 +111,7 @@ struct srv_server {
     srv_job *q_head, *q_tail; int q_len;
     srv_job **jobs; int n_jobs, cap_jobs;   /* every job (finished ones kept for polling) */
     uint64_t job_seq;
+    uint64_t req_seq;                   /* request ids: a random start, then +1 (atomic) */
     pthread_t *workers; int n_workers;
     pthread_mutex_t render_mu;          /* Poppler rendering is serialized */
     volatile int stopping;              /* set once on shutdown: workers abort jobs */
@@ -114,6 +121,8 @@ struct srv_server {
 /* A request in flight (MHD's per-connection closure). */
 typedef struct srv_req {
     srv_server *srv;
+    char id[72];           /* request id: X-Request-Id in every reply, the log and errors */
+    int retry_after;       /* seconds, sent with a 429 */
     int route;
     double t0;
     int counted;           /* took an inflight slot */

@@ -28,6 +28,7 @@ json_t *srv_job_json(const srv_job *j) {
     if (j->doc_id) json_object_set_new(o, "document_id", json_integer(j->doc_id));
     if (j->state == JOB_DONE) json_object_set_new(o, "already_indexed", json_boolean(j->existed));
     if (j->error[0]) json_object_set_new(o, "error", json_string(j->error));
+    if (j->failure[0]) json_object_set_new(o, "failure", json_string(j->failure));
     if (j->finished) json_object_set_new(o, "finished_at", json_integer(j->finished));
     return o;
 }

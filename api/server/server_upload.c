@@ -142,9 +142,11 @@ void srv_remove_kept(const char *path) {
 }
 
 /* ---- the upload route ----------------------------------------------------------------- */
+/* "%PDF-" within the first 1024 bytes, as PDF readers allow (and mmrag index does). */
 static int is_pdf_file(int fd) {
-    char head[5];
-    return pread(fd, head, 5, 0) == 5 && !memcmp(head, "%PDF-", 5);
+    char head[1024];
+    ssize_t n = pread(fd, head, sizeof head, 0);
+    return n >= 5 && memmem(head, (size_t)n, "%PDF-", 5) != NULL;
 }
 
 enum MHD_Result srv_handle_upload(struct MHD_Connection *c, srv_req *r) {
@@ -165,7 +167,7 @@ enum MHD_Result srv_handle_upload(struct MHD_Connection *c, srv_req *r) {
     if (r->up_bytes == 0)
         return srv_reply_error(c, r, 400, "empty_body", "no PDF bytes received");
     if (!is_pdf_file(r->up_fd))
-        return srv_reply_error(c, r, 415, "not_pdf", "the upload is not a PDF (no %%PDF- header)");
+        return srv_reply_error(c, r, 415, "not_pdf", "the upload is not a PDF (no %%PDF- header in its first 1024 bytes)");
     close(r->up_fd);
     r->up_fd = -1;
     char sha[65], err[256];
