@@ -221,7 +221,9 @@ bench: deps-dev
 eval: deps
 	@$(MAKE) --no-print-directory models
 	@$(MAKE) --no-print-directory all $(TOOL_BIN)
-	@scripts/eval-retrieval.sh $(BUILD) $(MODELS)
+	@MMRAG_EVAL_LLMS="$${MMRAG_EVAL_LLMS-$$(ls $(MODELS)/gemma3/*.gguf 2>/dev/null; \
+	  scripts/quantize-smollm2.sh $(BUILD) $(MODELS) Q4_K_M Q8_0 2>/dev/null)}" \
+	  scripts/eval-retrieval.sh $(BUILD) $(MODELS)
 
 # `make crash-trials [TRIALS=N]` = kill -9 `mmrag index` at random moments N times (default
 # 100), checking after each that the collection is whole (scripts/crash-trials.sh); not in
