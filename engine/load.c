@@ -146,8 +146,8 @@ static int read_hparams(struct mmrag_engine *e, const char *a, char *err, size_t
     float rs_factor = 0;
     snprintf(k, sizeof k, "%s.rope.scaling.type", a);
     get_f32(f, a, "rope.scaling.factor", &rs_factor);
-    /* a factor without a type is linear (llama.cpp reads it so); other types are refused
-     * only when they would matter, past the trained context (see apply_params) */
+    /* a factor without a type is linear (llama.cpp reads it so); other types (yarn,
+     * longrope) are not implemented and their factor is ignored */
     if (rs_factor > 0 && (mf_gguf_get_str(f, k, &rs_type, NULL) || strcmp(rs_type, "linear") == 0))
         e->rope_freq_scale = 1.0f / rs_factor;
     e->rope_neox = e->arch != ENGINE_ARCH_LLAMA;
