@@ -58,12 +58,12 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 PREFIX ?= /usr/local
 
-.PHONY: all deps deps-dev faiss models test demo bench eval clean help check-faiss install check-api
+.PHONY: all deps deps-dev faiss models models-extra test demo bench eval clean help check-faiss install check-api
 all: $(BUILD)/mmrag $(BUILD)/libmmrag.a $(BUILD)/libmmrag.so $(EXAMPLE_BIN)
 
 help:
 	@sed -n 's/^#   //p' Makefile
-	@echo "  make deps | models | test | demo | bench | eval | check-api | clean"
+	@echo "  make deps | models | models-extra | test | demo | bench | eval | check-api | check-llamacpp | clean"
 
 deps:
 	@scripts/deps.sh
@@ -80,8 +80,22 @@ faiss: $(FAISS)/.stamp
 models:
 	@scripts/fetch-models.sh $(MODELS)
 
+# optional models (not needed by `make test`; tests that use them skip without them):
+# Gemma 3 270M Q4_K_M (Gemma terms: fetched, never committed)
+.PHONY: models-extra
+models-extra:
+	@scripts/fetch-models.sh --extra $(MODELS)
+
 # llama.cpp's llama-bench, the baseline `make bench` compares the engine with (bench only)
-.PHONY: llamacpp
+.PHONY: llamacpp check-llamacpp
+# the engine's prompt logits against llama.cpp's on the same GGUF files (SmolLM2 as
+# shipped and re-quantized to Q4_K_M/Q5_K_M/Q6_K/Q8_0, gemma-3-270m if fetched, the tiny
+# architecture models); outside `make test` (it builds llama.cpp once, ~10-20 min)
+check-llamacpp:
+	@$(MAKE) --no-print-directory models
+	@$(MAKE) --no-print-directory $(BUILD)/tests/tool_logits $(GOLDEN)
+	@scripts/check-llamacpp.sh $(BUILD) $(MODELS)
+
 llamacpp:
 	@scripts/build-llamacpp.sh >/dev/null
 
@@ -207,7 +221,9 @@ bench: deps-dev
 eval: deps
 	@$(MAKE) --no-print-directory models
 	@$(MAKE) --no-print-directory all $(TOOL_BIN)
-	@scripts/eval-retrieval.sh $(BUILD) $(MODELS)
+	@MMRAG_EVAL_LLMS="$${MMRAG_EVAL_LLMS-$$(ls $(MODELS)/gemma3/*.gguf 2>/dev/null; \
+	  scripts/quantize-smollm2.sh $(BUILD) $(MODELS) Q4_K_M Q8_0 2>/dev/null)}" \
+	  scripts/eval-retrieval.sh $(BUILD) $(MODELS)
 
 # `make crash-trials [TRIALS=N]` = kill -9 `mmrag index` at random moments N times (default
 # 100), checking after each that the collection is whole (scripts/crash-trials.sh); not in

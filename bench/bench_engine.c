@@ -29,7 +29,8 @@ static const char *PARA =
     "and the model answers while citing them. Long prompts make the first token slower, so "
     "prefill speed matters as much as decoding speed. ";
 
-/* llama-bench style pp/tg for scripts/bench-llamacpp.sh (MMRAG_BENCH_PPTG="512,128,THREADS"):
+/* llama-bench style pp/tg for scripts/bench-llamacpp.sh (MMRAG_BENCH_PPTG="512,128,THREADS",
+ * on MMRAG_BENCH_MODEL when set, else the shipped SmolLM2):
  * pp = N pseudo-random tokens into an empty cache, tg = M single-token evals from an
  * empty cache, each after one warm-up run, like llama-bench; prints "pp_tok_s X" and
  * "tg_tok_s Y". KV type from MMRAG_BENCH_KV as below. */
@@ -83,7 +84,9 @@ int main(void) {
     /* MMRAG_BENCH_KV=f16|int4|int4ch: cache type for the runs (default fp32) */
     const char *kvs = getenv("MMRAG_BENCH_KV");
     if (kvs) p.kv_type = !strcmp(kvs, "f16") ? 1 : !strcmp(kvs, "int4") ? 2 : !strcmp(kvs, "int4ch") ? 3 : 0;
-    if (getenv("MMRAG_BENCH_PPTG")) return bench_pptg(path, getenv("MMRAG_BENCH_PPTG"), p);
+    if (getenv("MMRAG_BENCH_PPTG"))
+        return bench_pptg(getenv("MMRAG_BENCH_MODEL") ? getenv("MMRAG_BENCH_MODEL") : path,
+                          getenv("MMRAG_BENCH_PPTG"), p);
     struct mmrag_engine *e = mmrag_engine_init_from_file(path, p, err, sizeof err);
     if (!e) {
         printf("bench_engine: skipped (%s)\n", err);

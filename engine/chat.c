@@ -5,7 +5,12 @@
  *   llama3  <|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n…<|eot_id|>…
  *           <|start_header_id|>assistant<|end_header_id|>\n\n
  *   gemma   <bos><start_of_turn>user\n[system\n\n]…<end_of_turn>\n<start_of_turn>model\n
- * No template, or one with none of the markers: ChatML, reported as not recognized. */
+ * A template with none of the markers: ChatML, reported as not recognized. No template at
+ * all usually means a base model (gemma-3-270m, Llama 3 base): one whose vocabulary has
+ * ChatML's <|im_start|> gets ChatML, any other a plain completion prompt, which base models
+ * continue far better than turn markers they were never tuned on:
+ *   plain   [<bos>][system\n\n]…\nAnswer:          (stop strings: mmrag_engine_chat_stops)
+ * Both are reported as not recognized. */
 #include "engine/engine_internal.h"
 
 #include <string.h>
@@ -14,15 +19,26 @@ void engine_chat_detect(struct mmrag_engine *e) {
     const char *t = NULL;
     e->chat = ENGINE_CHAT_CHATML;
     e->chat_recognized = 0;
-    if (mf_gguf_get_str(e->gguf, "tokenizer.chat_template", &t, NULL) || !t) return;
-    if (strstr(t, "<|im_start|>")) e->chat_recognized = 1;
-    else if (strstr(t, "<|start_header_id|>")) e->chat = ENGINE_CHAT_LLAMA3, e->chat_recognized = 1;
-    else if (strstr(t, "<start_of_turn>")) e->chat = ENGINE_CHAT_GEMMA, e->chat_recognized = 1;
+    if (mf_gguf_get_str(e->gguf, "tokenizer.chat_template", &t, NULL) == 0 && t) {
+        if (strstr(t, "<|im_start|>")) e->chat_recognized = 1;
+        else if (strstr(t, "<|start_header_id|>")) e->chat = ENGINE_CHAT_LLAMA3, e->chat_recognized = 1;
+        else if (strstr(t, "<start_of_turn>")) e->chat = ENGINE_CHAT_GEMMA, e->chat_recognized = 1;
+        if (e->chat_recognized) return;
+    }
+    if (!t && engine_vocab_find(&e->vocab, "<|im_start|>", 12) < 0) e->chat = ENGINE_CHAT_PLAIN;
+}
+
+const char *const *mmrag_engine_chat_stops(const struct mmrag_engine *e, int32_t *n) {
+    /* a base model goes on to ask and answer its own next question */
+    static const char *const plain[] = {"\n\n", "\nQuestion:"};
+    *n = e->chat == ENGINE_CHAT_PLAIN ? 2 : 0;
+    return e->chat == ENGINE_CHAT_PLAIN ? plain : NULL;
 }
 
 const char *mmrag_engine_chat_template(const struct mmrag_engine *e, int *recognized) {
     if (recognized) *recognized = e->chat_recognized;
-    return e->chat == ENGINE_CHAT_LLAMA3 ? "llama3" : e->chat == ENGINE_CHAT_GEMMA ? "gemma" : "chatml";
+    return e->chat == ENGINE_CHAT_LLAMA3 ? "llama3" : e->chat == ENGINE_CHAT_GEMMA ? "gemma"
+         : e->chat == ENGINE_CHAT_PLAIN ? "plain" : "chatml";
 }
 
 typedef struct { char *buf; size_t cap, n; } text_out;
@@ -74,6 +90,14 @@ static void format(const struct mmrag_engine *e, const char *system, const char 
         }
         put_content(o, v, user);
         put_str(o, "<end_of_turn>\n<start_of_turn>model\n");
+    } else if (e->chat == ENGINE_CHAT_PLAIN) {
+        put_bos(o, v);
+        if (system) {
+            put_content(o, v, system);
+            put_str(o, "\n\n");
+        }
+        put_content(o, v, user);
+        put_str(o, "\nAnswer:");
     } else {
         if (!system) system = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
         put_str(o, "<|im_start|>system\n");

@@ -75,6 +75,25 @@ struct mmrag_engine *mmrag_engine_init_from_file(const char *path, struct mmrag_
                                                  char *err, size_t errlen);
 void mmrag_engine_free(struct mmrag_engine *e);
 
+/* What a GGUF file is, for listings (`mmrag models`): read from its header and tensor
+ * table, then a full load with a small context tells whether this engine runs it. */
+struct mmrag_model_info {
+    char arch[32];          /* general.architecture, "" when absent */
+    char name[96];          /* general.name, "" when absent */
+    char file_type[16];     /* general.file_type in llama.cpp's words ("Q4_K_M"), "" if none */
+    char dominant[16];      /* tensor type holding most bytes of the blk.* weights ("q5_0") */
+    int32_t n_ctx_train;    /* <arch>.context_length, 0 when absent */
+    int32_t n_layer;        /* <arch>.block_count, 0 when absent */
+    int64_t n_params;       /* elements over all tensors */
+    int64_t bytes;          /* file size */
+    int loads;              /* 1: mmrag_engine_init_from_file accepts it */
+    char why[256];          /* !loads: the reason */
+};
+/* Fills *info for the file at path (loading it once to test it). Returns 0 when the file
+ * is a readable GGUF (whether or not the engine supports it: see info->loads), -1 when it
+ * is not (info->why says why). */
+int mmrag_engine_probe(const char *path, struct mmrag_model_info *info);
+
 int32_t mmrag_engine_n_vocab(const struct mmrag_engine *e);
 int32_t mmrag_engine_n_ctx(const struct mmrag_engine *e);        /* per session */
 int32_t mmrag_engine_n_ctx_train(const struct mmrag_engine *e);
@@ -107,8 +126,13 @@ int32_t mmrag_engine_chat_prompt(const struct mmrag_engine *e, const char *syste
 /* The format mmrag_engine_chat_prompt uses, recognized from tokenizer.chat_template:
  * "chatml" (<|im_start|>: SmolLM2, Qwen), "llama3" (<|start_header_id|>) or "gemma"
  * (<start_of_turn>). *recognized (may be NULL) is set to 0 when the file has no template or
- * an unrecognized one: ChatML is then used and callers should warn. Static text. */
+ * an unrecognized one, and callers should warn: an unrecognized template gets ChatML; no
+ * template (a base model) gets ChatML when the vocabulary has <|im_start|>, else "plain"
+ * ([BOS][system\n\n]user\nAnswer:, a completion prompt). Static text. */
 const char *mmrag_engine_chat_template(const struct mmrag_engine *e, int *recognized);
+/* Stop strings generation should use with this format (the plain format's "\n\n" and
+ * "\nQuestion:"; none for chat formats). *n gets the count; static, may be NULL if 0. */
+const char *const *mmrag_engine_chat_stops(const struct mmrag_engine *e, int32_t *n);
 
 /* ---- sessions (one thread at a time each) ------------------------------------------ */
 struct mmrag_session *mmrag_session_create(struct mmrag_engine *e, char *err, size_t errlen);

@@ -83,6 +83,7 @@ struct mmrag_engine {
     int rope_neox;           /* rotate-half pairs (qwen2, qwen3, gemma3) */
     int ffn_gelu;            /* GELU(tanh)-gated FFN instead of SwiGLU (gemma3) */
     float eps, rope_base, rope_freq_scale, rope_base_local, embd_scale; /* embd_scale 0: none */
+    float attn_scale;        /* q·k multiplier: 1/sqrt(head_dim), gemma3 27B 1/sqrt(d/heads) */
     float *rope_freqs;       /* Llama 3.1+: per-pair divisors of the RoPE frequency, or NULL */
     const mf_tensor *tok_embd, *out_norm, *output;
     engine_layer *layers;
@@ -94,7 +95,7 @@ struct mmrag_engine {
 };
 
 /* Chat prompt formats recognized from tokenizer.chat_template (engine/chat.c). */
-enum engine_chat { ENGINE_CHAT_CHATML, ENGINE_CHAT_LLAMA3, ENGINE_CHAT_GEMMA };
+enum engine_chat { ENGINE_CHAT_CHATML, ENGINE_CHAT_LLAMA3, ENGINE_CHAT_GEMMA, ENGINE_CHAT_PLAIN };
 void engine_chat_detect(struct mmrag_engine *e);
 
 int engine_arch_is_local(const struct mmrag_engine *e, int layer);

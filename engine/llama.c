@@ -302,7 +302,7 @@ static void attn_block(const attn_ctx *c, int b, int g, const float *qg, int R, 
         vp = c->L->vstage + g * hd;
         stride = s->kv_dim;
     }
-    kern_attn_scores(qg, hd, R, kp, stride, kn, hd, 1.0f / sqrtf((float)hd), sc, B);
+    kern_attn_scores(qg, hd, R, kp, stride, kn, hd, e->attn_scale, sc, B);
     if (block_needs_mask(c->pat, k0, kn, qfirst))
         for (int r = 0; r < R; r++) {
             int64_t qp = qfirst + r / group;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 struct mmrag_engine_params mmrag_engine_default_params(void) {
     struct mmrag_engine_params p;
@@ -145,7 +146,9 @@ static int read_hparams(struct mmrag_engine *e, const char *a, char *err, size_t
     float rs_factor = 0;
     snprintf(k, sizeof k, "%s.rope.scaling.type", a);
     get_f32(f, a, "rope.scaling.factor", &rs_factor);
-    if (mf_gguf_get_str(f, k, &rs_type, NULL) == 0 && strcmp(rs_type, "linear") == 0 && rs_factor > 0)
+    /* a factor without a type is linear (llama.cpp reads it so); other types (yarn,
+     * longrope) are not implemented and their factor is ignored */
+    if (rs_factor > 0 && (mf_gguf_get_str(f, k, &rs_type, NULL) || strcmp(rs_type, "linear") == 0))
         e->rope_freq_scale = 1.0f / rs_factor;
     e->rope_neox = e->arch != ENGINE_ARCH_LLAMA;
     if (e->arch == ENGINE_ARCH_GEMMA3) {
@@ -153,7 +156,12 @@ static int read_hparams(struct mmrag_engine *e, const char *a, char *err, size_t
         e->embd_scale = sqrtf((float)e->n_embd);
         e->swa_window = 512;
         get_u32(f, a, "attention.sliding_window", &e->swa_window, 0, err, errlen);
+        /* query_pre_attn_scalar is not in the GGUF: 27B (62 layers) scales by
+         * 1/sqrt(d/heads), the others by 1/sqrt(head_dim) (gemma_pytorch config, as
+         * llama.cpp does) */
+        if (e->n_layer == 62) e->attn_scale = 1.0f / sqrtf((float)e->n_embd / (float)e->n_head);
     }
+    if (e->attn_scale <= 0) e->attn_scale = 1.0f / sqrtf((float)e->head_dim);
     return 0;
 }
 
@@ -292,3 +300,68 @@ int32_t mmrag_engine_n_ctx(const struct mmrag_engine *e) { return e->p.n_ctx; }
 int32_t mmrag_engine_n_ctx_train(const struct mmrag_engine *e) { return e->n_ctx_train; }
 int32_t mmrag_engine_eos(const struct mmrag_engine *e) { return e->vocab.eos; }
 const char *mmrag_engine_desc(const struct mmrag_engine *e) { return e->desc; }
+
+/* ---- probing a file for listings ---------------------------------------------------- */
+/* llama.cpp's names for general.file_type (enum llama_ftype) */
+static const char *ftype_name(uint32_t t) {
+    static const char *const names[] = {
+        [0] = "F32", [1] = "F16", [2] = "Q4_0", [3] = "Q4_1", [7] = "Q8_0", [8] = "Q5_0",
+        [9] = "Q5_1", [10] = "Q2_K", [11] = "Q3_K_S", [12] = "Q3_K_M", [13] = "Q3_K_L",
+        [14] = "Q4_K_S", [15] = "Q4_K_M", [16] = "Q5_K_S", [17] = "Q5_K_M", [18] = "Q6_K",
+        [19] = "IQ2_XXS", [20] = "IQ2_XS", [21] = "Q2_K_S", [22] = "IQ3_XS", [23] = "IQ3_XXS",
+        [24] = "IQ1_S", [25] = "IQ4_NL", [26] = "IQ3_S", [27] = "IQ3_M", [28] = "IQ2_S",
+        [29] = "IQ2_M", [30] = "IQ4_XS", [31] = "IQ1_M", [32] = "BF16", [36] = "TQ1_0",
+        [37] = "TQ2_0",
+    };
+    return t < sizeof names / sizeof *names && names[t] ? names[t] : NULL;
+}
+
+int mmrag_engine_probe(const char *path, struct mmrag_model_info *info) {
+    memset(info, 0, sizeof *info);
+    struct stat st;
+    if (stat(path, &st) == 0) info->bytes = (int64_t)st.st_size;
+    mf_gguf *f = NULL;
+    if (mf_gguf_open(path, &f, info->why, sizeof info->why)) return -1;
+    const char *s;
+    size_t len;
+    if (mf_gguf_get_str(f, "general.architecture", &s, &len) == 0)
+        snprintf(info->arch, sizeof info->arch, "%.*s", (int)len, s);
+    if (mf_gguf_get_str(f, "general.name", &s, &len) == 0)
+        snprintf(info->name, sizeof info->name, "%.*s", (int)len, s);
+    uint32_t u;
+    const char *ft = mf_gguf_get_u32(f, "general.file_type", &u) == 0 ? ftype_name(u) : NULL;
+    if (ft) snprintf(info->file_type, sizeof info->file_type, "%s", ft);
+    char k[96];
+    snprintf(k, sizeof k, "%s.context_length", info->arch);
+    if (info->arch[0] && mf_gguf_get_u32(f, k, &u) == 0) info->n_ctx_train = (int32_t)u;
+    snprintf(k, sizeof k, "%s.block_count", info->arch);
+    if (info->arch[0] && mf_gguf_get_u32(f, k, &u) == 0) info->n_layer = (int32_t)u;
+    /* bytes per type over the layers' weights (embeddings and output are often kept at a
+     * higher precision than the file's type says) */
+    enum { NT = 64 };
+    uint64_t by_type[NT] = {0};
+    for (int i = 0; i < mf_gguf_tensor_count(f); i++) {
+        const mf_tensor *t = mf_gguf_tensor_at(f, i);
+        int64_t ne = 1;
+        for (int d = 0; d < t->n_dims; d++) ne *= t->shape[d];
+        info->n_params += ne;
+        if (strncmp(t->name, "blk.", 4) == 0 && t->n_dims >= 2 && t->type >= 0 && t->type < NT)
+            by_type[t->type] += t->nbytes;
+    }
+    int best = -1;
+    for (int t = 0; t < NT; t++)
+        if (by_type[t] && (best < 0 || by_type[t] > by_type[best])) best = t;
+    if (best >= 0) {
+        const char *tn = kern_type_name((kern_type)best);
+        if (strcmp(tn, "unknown") != 0) snprintf(info->dominant, sizeof info->dominant, "%s", tn);
+        else snprintf(info->dominant, sizeof info->dominant, "type %d", best);
+    }
+    mf_gguf_close(f);
+    struct mmrag_engine_params p = mmrag_engine_default_params();
+    p.n_ctx = 256;
+    p.n_threads = 1;
+    struct mmrag_engine *e = mmrag_engine_init_from_file(path, p, info->why, sizeof info->why);
+    info->loads = e != NULL;
+    mmrag_engine_free(e);
+    return 0;
+}

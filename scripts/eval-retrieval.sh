@@ -11,6 +11,10 @@
 # path not in BM25), rrf (rank fusion instead of score fusion). Embedding the ~5,000
 # chunks of the five PDFs takes several minutes on 2 cores.
 # Usage: scripts/eval-retrieval.sh BUILD MODELS
+# Env: MMRAG_EVAL_LLMS="a.gguf b.gguf": the answer evaluation (auto mode, untuned set) again
+#      with each of these language models after the default one; `make eval` passes every
+#      GGUF it can try here (gemma-3-270m after `make models-extra`, SmolLM2 re-quantized by
+#      llama.cpp when it is built).
 set -u
 build=${1:-build}; models=${2:-models}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,4 +52,13 @@ for set in answer_questions_debian answer_questions_dev; do
     "$m" eval answers --db "$tmp/db-deb" --mode $mode "$here/tests/data/$set.json" >"$tmp/ans.txt" 2>&1 || echo "eval answers: failed"
     sed -n '/^answers (mode/,$p' "$tmp/ans.txt"
   done
+done
+
+# the same answers with each other model that can be tried here
+for llm in ${MMRAG_EVAL_LLMS:-}; do
+  [ -f "$llm" ] || { echo "== answers with $llm: missing"; continue; }
+  echo "== answers, auto, answer_questions_debian.json, --model $(basename "$llm")"
+  "$m" eval answers --db "$tmp/db-deb" --mode auto --model "$llm" "$here/tests/data/answer_questions_debian.json" >"$tmp/ans.txt" 2>&1 \
+    || echo "eval answers: failed ($(tail -1 "$tmp/ans.txt"))"
+  sed -n '/^answers (mode/,$p' "$tmp/ans.txt"
 done

@@ -171,3 +171,110 @@ TEST(chat_templates) {
         mmrag_engine_free(e);
     }
 }
+
+/* The real gemma-3-270m Q4_K_M (`make models-extra`; skipped without it) against
+ * llama.cpp's reading of the same file (tests/data/golden/gemma3_270m_llamacpp.json, made
+ * by scripts/golden_gemma3_270m.sh): the 262,144-token SentencePiece vocabulary tokenizes
+ * the ~550-token prompt to llama.cpp's ids; at rows on both sides of the 512-token sliding
+ * window, llama.cpp's top-10 logits agree within GEMMA_REL of the row's logit range (the
+ * size of q8 activation rounding, see scripts/check-llamacpp.sh) and the argmax matches
+ * (or picks a token llama.cpp puts within GEMMA_TIE of the row range of its own top);
+ * the first 8 greedy tokens after the prompt match. No chat template in this base model:
+ * the plain completion format with its stop strings. */
+#define GEMMA_REL 0.05
+#define GEMMA_TIE 0.01
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static char buf[16384];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    while (n && buf[n - 1] == '\n') n--; /* as $(cat FILE) gives it to llama.cpp */
+    buf[n] = 0;
+    return buf;
+}
+
+TEST(gemma3_270m_real) {
+    char path[512], err[512];
+    snprintf(path, sizeof path, "%s/gemma3/gemma-3-270m-q4_k_m.gguf", test_env("MMRAG_MODELS", "models"));
+    FILE *probe = fopen(path, "rb");
+    if (!probe) SKIP("gemma-3-270m-q4_k_m.gguf not fetched (make models-extra)");
+    fclose(probe);
+    json_error_t je;
+    json_t *g = json_load_file("tests/data/golden/gemma3_270m_llamacpp.json", 0, &je);
+    const char *text = read_text("tests/data/llamacpp_prompt.txt");
+    CHECK(g && text);
+    struct mmrag_model_info mi;
+    CHECK(mmrag_engine_probe(path, &mi) == 0 && mi.loads);
+    CHECK(!strcmp(mi.arch, "gemma3") && !strcmp(mi.file_type, "Q4_K_M") && mi.n_ctx_train == 32768 &&
+          mi.n_layer == 18);
+    struct mmrag_engine_params p = mmrag_engine_default_params();
+    p.n_ctx = 1024;
+    struct mmrag_engine *e = mmrag_engine_init_from_file(path, p, err, sizeof err);
+    CHECK_MSG(e, "%s", err);
+    int rec = -1;
+    CHECK(!strcmp(mmrag_engine_chat_template(e, &rec), "plain") && rec == 0);
+    int32_t nst = 0;
+    CHECK(mmrag_engine_chat_stops(e, &nst) && nst == 2);
+    json_t *jids = json_object_get(g, "ids"), *rows = json_object_get(g, "rows");
+    int32_t n = (int32_t)json_array_size(jids), nv = mmrag_engine_n_vocab(e);
+    CHECK(nv == json_integer_value(json_object_get(g, "n_vocab")) && n > 520);
+    int32_t ids[1024];
+    int32_t nt = mmrag_engine_tokenize(e, text, strlen(text), ids + 1, 1023, 1);
+    ids[0] = 2; /* <bos>: llama.cpp adds it (add_bos_token) */
+    CHECK_MSG(nt + 1 == n, "%d tokens, llama.cpp %d", nt + 1, n);
+    int32_t diff_at = -1;
+    for (int32_t i = 0; i < n && diff_at < 0; i++)
+        if (ids[i] != json_integer_value(json_array_get(jids, (size_t)i))) diff_at = i;
+    CHECK_MSG(diff_at < 0, "tokenization differs from llama.cpp's at token %d", diff_at);
+    struct mmrag_session *s = mmrag_session_create(e, err, sizeof err);
+    CHECK(s);
+    /* prefill in pieces that end at each checked row (KV carried across them) */
+    double worst = 0;
+    int32_t done = 0, argmax_ok = 0, nrows = (int32_t)json_array_size(rows);
+    for (int32_t k = 0; k < nrows; k++) {
+        json_t *r = json_array_get(rows, (size_t)k);
+        int32_t row = (int32_t)json_integer_value(json_object_get(r, "row"));
+        CHECK(row >= done && row < n);
+        CHECK_MSG(mmrag_session_eval(s, ids + done, row + 1 - done) == 0, "%s", mmrag_session_errmsg(s));
+        done = row + 1;
+        const float *lg = mmrag_session_logits(s);
+        double range = json_real_value(json_object_get(r, "range"));
+        json_t *ti = json_object_get(r, "top_ids"), *tl = json_object_get(r, "top_logits");
+        for (size_t j = 0; j < json_array_size(ti); j++) {
+            double d = fabs(lg[json_integer_value(json_array_get(ti, j))] - json_number_value(json_array_get(tl, j)));
+            if (d / range > worst) worst = d / range;
+        }
+        int32_t best = 0;
+        for (int32_t v = 1; v < nv; v++)
+            if (lg[v] > lg[best]) best = v;
+        argmax_ok += best == json_integer_value(json_array_get(ti, 0));
+        /* otherwise a near tie: our pick is in llama.cpp's top 10, within GEMMA_TIE of its top */
+        size_t j = 0;
+        while (j < json_array_size(ti) && json_integer_value(json_array_get(ti, j)) != best) j++;
+        CHECK_MSG(j < json_array_size(ti) && json_number_value(json_array_get(tl, 0)) -
+                  json_number_value(json_array_get(tl, j)) <= GEMMA_TIE * range,
+                  "row %d: argmax %d is not llama.cpp's (%lld) nor a near tie", row, best,
+                  (long long)json_integer_value(json_array_get(ti, 0)));
+    }
+    if (done < n) CHECK(mmrag_session_eval(s, ids + done, n - done) == 0);
+    json_t *jg = json_object_get(g, "greedy");
+    int32_t same = 0;
+    for (int32_t k = 0; k < (int32_t)json_array_size(jg); k++) {
+        const float *lg = mmrag_session_logits(s);
+        int32_t best = 0;
+        for (int32_t v = 1; v < nv; v++)
+            if (lg[v] > lg[best]) best = v;
+        if (best != json_integer_value(json_array_get(jg, (size_t)k))) break;
+        same++;
+        CHECK(mmrag_session_eval(s, &best, 1) == 0);
+    }
+    printf("  gemma-3-270m: %d tokens as llama.cpp; top-10 logits within %.3g of the row range "
+           "(tol %g), argmax %d/%d rows, greedy %d/%d as llama.cpp\n", n, worst, GEMMA_REL,
+           argmax_ok, nrows, same, (int)json_array_size(jg));
+    mmrag_session_free(s);
+    mmrag_engine_free(e);
+    json_decref(g);
+    CHECK(worst <= GEMMA_REL && argmax_ok >= nrows - 2 && same >= 8);
+}

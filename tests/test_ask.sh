@@ -181,4 +181,22 @@ for mode in auto extractive generative; do
   then ok "unanswerable question abstains ($mode): $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["abstain_reason"])' "$tmp/abs.json")"
   else bad "unanswerable ($mode, exit $rc): $(head -c 300 "$tmp/abs.json") $(cat "$tmp/perr.txt" | tail -1)"; fi
 done
+
+# 7. the real gemma-3-270m (a base model without chat template: plain completion prompt)
+#    answers over the same collection, citations and all (make models-extra; skipped without)
+gemma=$models/gemma3/gemma-3-270m-q4_k_m.gguf
+if [ -f "$gemma" ]; then
+  "$m" ask "$q" --model "$gemma" --max-tokens 60 --json >"$tmp/gemma.json" 2>"$tmp/err.txt"
+  rc=$?
+  if [ "$rc" -eq 0 ] && grep -q "using the plain format" "$tmp/err.txt" && python3 - "$tmp/gemma.json" <<'EOF3'
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["answer"].strip() and j["citations"], j
+assert j["timings"]["prompt_tokens"] > 0, j["timings"]
+EOF3
+  then ok "gemma-3-270m answers with citations ($(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["mode_used"], j["timings"]["completion_tokens"], "tokens")' "$tmp/gemma.json"))"
+  else bad "gemma-3-270m ask (exit $rc): $(head -c 300 "$tmp/gemma.json") $(head -c 300 "$tmp/err.txt")"; fi
+else
+  echo "skip gemma-3-270m ask: $gemma not fetched (make models-extra)"
+fi
 finish

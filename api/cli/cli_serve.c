@@ -15,6 +15,8 @@ static const char usage[] =
     "  --db DIR             database directory (with --keys: one subdirectory per collection)\n"
     "  --keys FILE          API keys, lines \"KEY COLLECTION\"; required for non-loopback binds\n"
     "  --models DIR         model directory (default $MMRAG_MODELS or models)\n"
+    "  --model GGUF         language model for /v1/ask and /v1/chat/completions (default\n"
+    "                       $MMRAG_LLM, else DIR/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf)\n"
     "  --max-upload BYTES   largest PDF upload (default 64 MiB)\n"
     "  --max-body BYTES     largest JSON body (default 1 MiB)\n"
     "  --max-inflight N     concurrent requests before 503 (default 64)\n"
@@ -61,6 +63,7 @@ int cli_serve(int argc, char **argv) {
         else if (!strcmp(a, "--db")) c.db = v;
         else if (!strcmp(a, "--keys")) c.keys_file = v;
         else if (!strcmp(a, "--models")) c.models = v;
+        else if (!strcmp(a, "--model")) c.llm = v;
         else if (!strcmp(a, "--max-upload")) { if (parse_num(a, v, 1, 1ll << 40, &x)) return 2; c.max_upload = x; }
         else if (!strcmp(a, "--max-body")) { if (parse_num(a, v, 64, 1ll << 30, &x)) return 2; c.max_body = x; }
         else if (!strcmp(a, "--max-inflight")) { if (parse_num(a, v, 1, 100000, &x)) return 2; c.max_inflight = (int32_t)x; }

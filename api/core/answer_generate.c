@@ -204,6 +204,7 @@ int answer_generate(answer_reader *w, answer_llm *llm, char *err, size_t errlen)
     g.sampling.repeat_penalty = rq->repeat_penalty;
     g.sampling.seed = rq->seed;
     g.json_mode = rq->json_mode;
+    g.stop = mmrag_engine_chat_stops(e, &g.n_stop);   /* a base model's plain prompt */
     g.on_text = on_piece;
     g.user_data = &c;
     int grc = mmrag_session_generate(ss, prompt, &g, &gr);

@@ -88,8 +88,8 @@ static int load_locked(answer_llm *l, char *err, size_t errlen) {
     int recognized;
     const char *tmpl = mmrag_engine_chat_template(l->eng, &recognized);
     if (!recognized) /* a diagnostic, not an error: answers still come, maybe worse */
-        fprintf(stderr, "mmrag: warning: %s: tokenizer.chat_template not recognized, using %s\n",
-                l->path, tmpl);
+        fprintf(stderr, "mmrag: warning: %s: tokenizer.chat_template %s, using the %s format\n",
+                l->path, strcmp(tmpl, "plain") == 0 ? "absent (a base model?)" : "not recognized", tmpl);
     return 0;
 }
 

@@ -41,6 +41,7 @@ typedef struct {
     int32_t rate_limit;        /* requests per second per API key (with keys only); default
                                 * 20; 0 = none. Over it: 429 with Retry-After */
     int32_t rate_burst;        /* requests a key may send at once; default 5 x rate_limit */
+    const char *llm;           /* language model GGUF; NULL = $MMRAG_LLM, else the models dir's SmolLM2 */
 } srv_config;
 
 typedef struct srv_server srv_server;

@@ -59,7 +59,7 @@ int srv_query_init(srv_server *s, char *err, size_t errlen) {
     if (s->cfg.gen_slots <= 0) s->cfg.gen_slots = 1;
     answer_llm_params lp;
     answer_llm_params_default(&lp);
-    lp.path = answer_llm_path(NULL, m && *m ? m : "models", path, sizeof path);
+    lp.path = answer_llm_path(s->cfg.llm, m && *m ? m : "models", path, sizeof path);
     lp.n_threads = s->cfg.gen_threads;
     lp.max_sessions = s->cfg.gen_slots;
     if (answer_llm_create(&lp, &q->llm, err, errlen)) {
