@@ -43,7 +43,8 @@ check_db() {   # check_db TRIAL -> 0 when consistent
   orphans=$(sql "SELECT (SELECT count(*) FROM pages WHERE doc NOT IN (SELECT id FROM documents))
                       + (SELECT count(*) FROM chunks WHERE doc NOT IN (SELECT id FROM documents))
                       + (SELECT count(*) FROM images WHERE doc NOT IN (SELECT id FROM documents))
-                      + (SELECT count(*) FROM vectors WHERE doc NOT IN (SELECT id FROM documents))")
+                      + (SELECT count(*) FROM vectors WHERE doc NOT IN (SELECT id FROM documents))
+                      + (SELECT count(*) FROM sentence_vectors WHERE chunk_id NOT IN (SELECT id FROM chunks))")
   [ "$orphans" = 0 ] || { echo "  trial $1: $orphans orphaned rows"; return 1; }
   partial=$(sql "SELECT count(*) FROM documents d WHERE d.pages != (SELECT count(*) FROM pages p WHERE p.doc = d.id)
                  OR NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc = d.id)")
