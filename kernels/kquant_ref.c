@@ -194,28 +194,30 @@ float kern_kq_dot_q5_ref(kern_type t, int64_t n, const void *w, const kern_block
         (out)[s_] = a_;                                                            \
     }
 
-static float dot_q4k_blk(const kern_block_q4_K *x, const kern_block_q8_K *y) {
-    int32_t sums[8], acc = 0, macc = 0;
-    SUB_SUMS(q4k_at, x, y, 32, sums)
+/* Q4_K and Q5_K share their 6-bit scales and mins: the block's dot from its 8 sub-block
+ * integer sums */
+static float dot_k45_finish(const uint8_t *scales, uint16_t d, uint16_t dmin, const int32_t sums[8],
+                            const kern_block_q8_K *y) {
+    int32_t acc = 0, macc = 0;
     for (int s = 0; s < 8; s++) {
         uint8_t sc, m;
-        scale_min_k4(s, x->scales, &sc, &m);
+        scale_min_k4(s, scales, &sc, &m);
         acc += sc * sums[s];
         macc += m * (y->bsums[2 * s] + y->bsums[2 * s + 1]);
     }
-    return y->d * (kern_fp16_to_fp32(x->d) * (float)acc - kern_fp16_to_fp32(x->dmin) * (float)macc);
+    return y->d * (kern_fp16_to_fp32(d) * (float)acc - kern_fp16_to_fp32(dmin) * (float)macc);
+}
+
+static float dot_q4k_blk(const kern_block_q4_K *x, const kern_block_q8_K *y) {
+    int32_t sums[8];
+    SUB_SUMS(q4k_at, x, y, 32, sums)
+    return dot_k45_finish(x->scales, x->d, x->dmin, sums, y);
 }
 
 static float dot_q5k_blk(const kern_block_q5_K *x, const kern_block_q8_K *y) {
-    int32_t sums[8], acc = 0, macc = 0;
+    int32_t sums[8];
     SUB_SUMS(q5k_at, x, y, 32, sums)
-    for (int s = 0; s < 8; s++) {
-        uint8_t sc, m;
-        scale_min_k4(s, x->scales, &sc, &m);
-        acc += sc * sums[s];
-        macc += m * (y->bsums[2 * s] + y->bsums[2 * s + 1]);
-    }
-    return y->d * (kern_fp16_to_fp32(x->d) * (float)acc - kern_fp16_to_fp32(x->dmin) * (float)macc);
+    return dot_k45_finish(x->scales, x->d, x->dmin, sums, y);
 }
 
 static float dot_q6k_blk(const kern_block_q6_K *x, const kern_block_q8_K *y) {
