@@ -144,9 +144,18 @@ AVX2 static inline float dot_q45k(int with_h, int64_t n, const void *w, const ke
     return hsum8(acc) - macc;
 }
 
+/* the k-th 32 unsigned 6-bit values (0..63) of one 128-element half of a Q6_K block:
+ * low nibbles of ql0/ql1 for k 0/1, high nibbles for k 2/3, two bits of qh on top */
+AVX2 static inline __m256i q6k_unpack(__m256i ql0, __m256i ql1, __m256i qh, int k) {
+    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
+    __m256i l = k & 1 ? ql1 : ql0;
+    l = k >= 2 ? _mm256_and_si256(_mm256_srli_epi16(l, 4), m4) : _mm256_and_si256(l, m4);
+    return _mm256_or_si256(l, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m3), 4));
+}
+
 AVX2 static float dot_q6k(int64_t n, const kern_block_q6_K *x, const kern_block_q8_K *y) {
     __m256 acc = _mm256_setzero_ps();
-    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3), c32 = _mm256_set1_epi8(32);
+    const __m256i c32 = _mm256_set1_epi8(32);
     for (int64_t b = 0; b < n / KERN_QK_K; b++) {
         __m256i isum = _mm256_setzero_si256();
         for (int h = 0; h < 2; h++) {
@@ -154,10 +163,7 @@ AVX2 static float dot_q6k(int64_t n, const kern_block_q6_K *x, const kern_block_
             __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[b].ql + 64 * h + 32));
             __m256i qh = _mm256_loadu_si256((const __m256i *)(x[b].qh + 32 * h));
             for (int k = 0; k < 4; k++) {
-                __m256i l = k & 1 ? ql1 : ql0;
-                l = k >= 2 ? _mm256_and_si256(_mm256_srli_epi16(l, 4), m4) : _mm256_and_si256(l, m4);
-                __m256i hb = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m3);
-                __m256i q = _mm256_or_si256(l, _mm256_slli_epi16(hb, 4));
+                __m256i q = q6k_unpack(ql0, ql1, qh, k);
                 __m256i yy = _mm256_loadu_si256((const __m256i *)(y[b].qs + 128 * h + 32 * k));
                 __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, yy), _mm256_maddubs_epi16(c32, yy));
                 int si = 8 * h + 2 * k;
@@ -219,7 +225,6 @@ AVX2 static void q45k_to_f32(int with_h, const void *src, float *dst, int64_t n)
 }
 
 AVX2 static void q6k_to_f32(const kern_block_q6_K *x, float *dst, int64_t n) {
-    const __m256i m4 = _mm256_set1_epi8(0xF), m3 = _mm256_set1_epi8(3);
     for (int64_t b = 0; b < n / KERN_QK_K; b++, dst += KERN_QK_K) {
         float d = h2f(x[b].d);
         for (int h = 0; h < 2; h++) {
@@ -227,9 +232,7 @@ AVX2 static void q6k_to_f32(const kern_block_q6_K *x, float *dst, int64_t n) {
             __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[b].ql + 64 * h + 32));
             __m256i qh = _mm256_loadu_si256((const __m256i *)(x[b].qh + 32 * h));
             for (int k = 0; k < 4; k++) {
-                __m256i l = k & 1 ? ql1 : ql0;
-                l = k >= 2 ? _mm256_and_si256(_mm256_srli_epi16(l, 4), m4) : _mm256_and_si256(l, m4);
-                __m256i q = _mm256_or_si256(l, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), m3), 4));
+                __m256i q = q6k_unpack(ql0, ql1, qh, k);
                 q = _mm256_sub_epi8(q, _mm256_set1_epi8(32));
                 int si = 8 * h + 2 * k;
                 float *o = dst + 128 * h + 32 * k;
