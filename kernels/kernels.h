@@ -12,6 +12,7 @@
 #define MMRAG_KERNELS_H
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* ---- element types ---------------------------------------------------------- */
 typedef enum {
@@ -71,6 +72,11 @@ int kern_pool_size(const kern_pool *p);
  * (from another thread, or nested inside fn) runs inline on the calling thread. */
 typedef void (*kern_range_fn)(void *ctx, int64_t begin, int64_t end, int thread);
 void kern_pool_run(kern_pool *p, int64_t n, int64_t grain, kern_range_fn fn, void *ctx);
+
+/* fork() for code that links these kernels: waits until no kernel BLAS call is running and
+ * holds new ones off while it forks (OpenBLAS's atfork handler stops its thread pool under
+ * a running sgemm, and deadlocks when two threads fork at once). Returns as fork(). */
+pid_t kern_fork(void);
 
 /* ---- dense math ------------------------------------------------------------- */
 /* C[M][N] = alpha · A[M][K] · op(B) + beta · C; op(B) = Bᵀ when trans_b (B is [N][K]). */

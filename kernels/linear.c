@@ -4,10 +4,42 @@
  * tile). Many rows: tiles of W are converted to fp32 and sgemm does the product, which
  * wins once the conversion is shared by enough rows (kern_linear_dequant_rows). */
 #include <cblas.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/kern_internal.h"
+
+/* OpenBLAS (0.3.21) stops its thread pool in a pthread_atfork handler: a fork() while
+ * another thread is inside sgemm leaves that sgemm waiting forever for threads that are
+ * gone, and two forks at once deadlock in the handler. BLAS calls hold this lock shared,
+ * kern_fork holds it exclusive. Process-wide, like fork() and OpenBLAS's pool. */
+static pthread_rwlock_t blas_fork_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+pid_t kern_fork(void) {
+    pthread_rwlock_wrlock(&blas_fork_lock);
+    pid_t pid = fork();
+    int e = errno;
+    pthread_rwlock_unlock(&blas_fork_lock);   /* the child's copy too: it is the owner */
+    errno = e;
+    return pid;
+}
+
+static void blas_sgemm(int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                       const float *B, int ldb, float beta, float *C, int ldc) {
+    pthread_rwlock_rdlock(&blas_fork_lock);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
+                alpha, A, lda, B, ldb, beta, C, ldc);
+    pthread_rwlock_unlock(&blas_fork_lock);
+}
+
+static void blas_sgemv(int out, int in, const float *W, const float *X, float *Y) {
+    pthread_rwlock_rdlock(&blas_fork_lock);
+    cblas_sgemv(CblasRowMajor, CblasNoTrans, out, in, 1.0f, W, in, X, 1, 0.0f, Y, 1);
+    pthread_rwlock_unlock(&blas_fork_lock);
+}
 
 void kern_gemm_f32(int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                    const float *B, int ldb, float beta, float *C, int ldc) {
@@ -15,8 +47,7 @@ void kern_gemm_f32(int trans_b, int M, int N, int K, float alpha, const float *A
     if (kern_cuda_available() &&
         kern_cuda_try_gemm(trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc) == 0)
         return;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, M, N, K,
-                alpha, A, lda, B, ldb, beta, C, ldc);
+    blas_sgemm(trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 static void add_bias(float *Y, int64_t n, int64_t out, const float *bias) {
@@ -273,8 +304,7 @@ void kern_linear_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_t 
     switch (wtype) {
     case KERN_F32:
         if (n == 1)
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)out, (int)in, 1.0f, W, (int)in, X, 1,
-                        0.0f, Y, 1);
+            blas_sgemv((int)out, (int)in, W, X, Y);
         else
             kern_gemm_f32(1, (int)n, (int)out, (int)in, 1.0f, X, (int)in, W, (int)in, 0.0f, Y,
                           (int)out);

@@ -25,7 +25,17 @@ fi
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/check-api.XXXXXX")
 SPID=""
-cleanup() { [ -n "$SPID" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null; rm -rf "$T"; }
+# The server gets 60 s to shut down after SIGTERM; one that hangs fails the check (a CI run
+# once sat on a deadlocked server until its own time ran out)
+stop_server() {
+  [ -n "$SPID" ] || return 0
+  kill "$SPID" 2>/dev/null || { SPID=""; return 0; }
+  for _ in $(seq 1 600); do kill -0 "$SPID" 2>/dev/null || { wait "$SPID" 2>/dev/null; SPID=""; return 0; }; sleep 0.1; done
+  echo "check-api: FAILED: the server did not exit within 60 s of SIGTERM"
+  kill -9 "$SPID" 2>/dev/null; SPID=""
+  return 1
+}
+cleanup() { stop_server || true; rm -rf "$T"; }
 trap cleanup EXIT
 
 "$B/tests/tool_gencorpus" samples "$T/samples" >/dev/null
@@ -47,11 +57,16 @@ for pdf in "$T"/samples/*.pdf; do
   curl -sf -H 'Content-Type: application/pdf' --data-binary @"$pdf" \
     "$URL/v1/documents?name=$(basename "$pdf")" >/dev/null
 done
-for _ in $(seq 1 600); do
+# every upload must be indexed (at most 3 minutes): a stuck ingest is a failure, not a
+# smaller corpus to test against
+want=$(ls "$T"/samples/*.pdf | wc -l)
+n=0
+for _ in $(seq 1 900); do
   n=$(curl -sf "$URL/v1/documents" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["count"])')
-  [ "$n" -ge 3 ] && break
+  [ "$n" -ge "$want" ] && break
   sleep 0.2
 done
+[ "$n" -ge "$want" ] || { echo "check-api: FAILED: $n of $want uploads indexed after 3 minutes"; tail -n 20 "$T/server.err"; exit 1; }
 echo "check-api: server $URL with $n indexed documents"
 
 # the document as served (embedded in the binary) must be valid OpenAPI 3
@@ -107,4 +122,5 @@ if [ "$rc" -ne 0 ]; then
   echo "check-api: FAILED (schemathesis exit $rc); last server log lines:"
   tail -n 20 "$T/server.err"
 fi
+stop_server || rc=1
 exit "$rc"

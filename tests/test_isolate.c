@@ -5,12 +5,15 @@
  * child that is not a PDF reports the ingest status. The end-to-end cases (crash, hang,
  * OOM, a real stall, the server) are in tests/test_isolate.sh. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "test.h"
 #include "api/core/isolate.h"
 #include "api/core/isolate_wire.h"
+#include "kernels/kernels.h"
 
 static char sample_dir[2048];
 
@@ -243,4 +246,60 @@ TEST(abort_callback_stops_the_child) {
     isolate_doc_free(iso);
     /* the child may answer before the first wait: either it was aborted or it opened */
     CHECK_MSG((rc == INGEST_ERR_ARG && iso_rc == ISOLATE_ABORTED) || rc == 0, "rc %d iso %d", rc, iso_rc);
+}
+
+/* Several threads starting children at once, with OpenBLAS's thread pool running: its
+ * pthread_atfork handler deadlocked two concurrent fork() calls (the server hung with two
+ * uploads ingesting and never shut down). Exec children start by vfork (no handlers),
+ * fork-only ones one at a time. alarm() turns a deadlock into a failure. */
+typedef struct { const char *path, *exe; int ok; char err[512]; } spawn_job;
+
+static void *spawn_many(void *arg) {
+    spawn_job *j = arg;
+    j->ok = 1;
+    for (int i = 0; i < 3 && j->ok; i++) {
+        isolate_limits l;
+        isolate_limits_default(&l);
+        l.timeout_s = 120;
+        l.worker_exe = (i + (j->exe != NULL)) % 2 ? j->exe : NULL;
+        isolate_doc *iso = NULL;
+        int iso_rc = 0;
+        j->ok = isolate_doc_open(j->path, NULL, 0, NULL, NULL, &l, NULL, NULL, &iso, &iso_rc,
+                                 j->err, sizeof j->err) == 0;
+        for (int32_t n = 1; j->ok && n <= isolate_doc_page_count(iso); n++) {
+            ingest_page *p = NULL;
+            j->ok = isolate_doc_page(iso, n, &p, &iso_rc, j->err, sizeof j->err) == 0;
+            ingest_page_free(p);
+        }
+        if (j->ok) j->ok = isolate_doc_finish(iso, &iso_rc, j->err, sizeof j->err) == 0;
+        isolate_doc_free(iso);
+    }
+    return NULL;
+}
+
+TEST(concurrent_children_with_blas_threads) {
+    const char *path = sample_pdf();
+    CHECK(path);
+    char exe[2048];
+    snprintf(exe, sizeof exe, "%s/mmrag", test_env("MMRAG_BUILD", "build"));
+    kern_pool *pool = kern_pool_create(2);   /* OpenBLAS at 2 threads, as in the server */
+    enum { N = 96 };
+    float *a = calloc(N * N, sizeof *a), *c = calloc(N * N, sizeof *c);
+    CHECK(a && c);
+    for (int i = 0; i < N * N; i++) a[i] = (float)(i % 7) - 3.0f;
+    kern_gemm_f32(1, N, N, N, 1.0f, a, N, a, N, 0.0f, c, N);   /* wakes its threads */
+    unsigned prev = alarm(240);
+    spawn_job jobs[4];
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (spawn_job){path, i % 2 ? exe : NULL, 0, ""};
+        CHECK(pthread_create(&t[i], NULL, spawn_many, &jobs[i]) == 0);
+    }
+    for (int r = 0; r < 20; r++) kern_gemm_f32(1, N, N, N, 1.0f, a, N, a, N, 0.0f, c, N);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    alarm(prev);
+    free(a);
+    free(c);
+    kern_pool_free(pool);
+    for (int i = 0; i < 4; i++) CHECK_MSG(jobs[i].ok, "thread %d: %s", i, jobs[i].err);
 }

@@ -5,6 +5,13 @@
  *  1. Everything between fork() and exec() is async-signal-safe (dup, dup2, open,
  *     close_range, setrlimit, prctl, execve): the parent has other threads, whose locks
  *     the child must never need. argv and envp are built before fork().
+ *     The exec path uses vfork(), which runs no pthread_atfork handlers: OpenBLAS has one
+ *     that stops its thread pool, and two threads forking at once deadlock in it (seen:
+ *     the server hung with two uploads ingesting together, and never shut down). The vfork
+ *     child shares our memory until execve, so it makes system calls only, with all
+ *     signals blocked until their handlers are reset, as glibc's posix_spawn does.
+ *     Fork-only children (no exec) still need fork(): kern_fork() waits for running BLAS
+ *     calls and keeps two forks apart.
  *  2. Every descriptor the parent makes is O_CLOEXEC, and the child closes all but 0..3
  *     anyway, so no database file, socket or other child's pipe leaks into it.
  *  3. The parent polls the data pipe and the stderr pipe together (a chatty child must not
@@ -20,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +41,7 @@
 #include <unistd.h>
 #include "api/core/isolate.h"
 #include "api/core/isolate_wire.h"
+#include "kernels/kernels.h"
 
 extern char **environ;
 
@@ -156,8 +165,22 @@ static void child_setup(pid_t parent, int wfd, int efd, const isolate_limits *l,
     if (getppid() != parent) _exit(127);
     /* Its own process group: a terminal's Ctrl-C goes to the parent, which aborts the
      * child itself. Signals as on a fresh start (the server blocks SIGINT/SIGTERM and
-     * ignores SIGPIPE; a mask survives exec). */
+     * ignores SIGPIPE; a mask survives exec). A vfork child arrives with every signal
+     * blocked; a handler of the parent must not run in it (shared memory), so handlers
+     * go back to the default before the mask is cleared. */
     setpgid(0, 0);
+    if (l->worker_exe) {
+        for (int sig = 1; sig < NSIG; sig++) {
+            struct sigaction cur;
+            if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &cur)) continue;
+            if (!(cur.sa_flags & SA_SIGINFO) && (cur.sa_handler == SIG_IGN || cur.sa_handler == SIG_DFL))
+                continue;
+            struct sigaction dfl0;
+            memset(&dfl0, 0, sizeof dfl0);
+            dfl0.sa_handler = SIG_DFL;
+            sigaction(sig, &dfl0, NULL);
+        }
+    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -180,6 +203,35 @@ static void child_setup(pid_t parent, int wfd, int efd, const isolate_limits *l,
 
 static int cpu_limit(const isolate_limits *l) { return l->cpu_s > 0 ? l->cpu_s : l->timeout_s; }
 
+/* fork + exec without atfork handlers (design note 1). The child never returns here. */
+static pid_t start_exec(isolate_doc *d, argv_buf *a, char **envp, pid_t parent, int wfd,
+                        int efd, int cpu) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t pid = vfork();
+    if (pid == 0) {
+        child_setup(parent, wfd, efd, &d->lim, cpu);
+        execve(d->lim.worker_exe, a->v, envp ? envp : environ);
+        _exit(127);
+    }
+    int e = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return pid;
+}
+
+static pid_t start_fork(isolate_doc *d, const char *path, const ingest_options *o,
+                        pid_t parent, int wfd, int efd, int cpu) {
+    fflush(NULL);   /* a fork-only child must not write our buffered output twice */
+    pid_t pid = kern_fork();   /* not under another thread's sgemm (design note 1) */
+    if (pid == 0) {
+        child_setup(parent, wfd, efd, &d->lim, cpu);
+        _exit(isolate_child_run(3, path, d->tmp[0] ? d->name : NULL, o));
+    }
+    return pid;
+}
+
 static int spawn(isolate_doc *d, const char *path, const ingest_options *o, char *err,
                  size_t errlen) {
     int dp[2], ep[2];
@@ -194,15 +246,10 @@ static int spawn(isolate_doc *d, const char *path, const ingest_options *o, char
     }
     pid_t parent = getpid();
     int cpu = cpu_limit(&d->lim);
-    fflush(NULL);   /* a fork-only child must not write our buffered output twice */
-    d->pid = fork();
-    if (d->pid == 0) {
-        child_setup(parent, dp[1], ep[1], &d->lim, cpu);
-        if (d->lim.worker_exe) {
-            execve(d->lim.worker_exe, a.v, envp ? envp : environ);
-            _exit(127);
-        }
-        _exit(isolate_child_run(3, path, d->tmp[0] ? d->name : NULL, o));
+    if (d->lim.worker_exe) {
+        d->pid = start_exec(d, &a, envp, parent, dp[1], ep[1], cpu);
+    } else {
+        d->pid = start_fork(d, path, o, parent, dp[1], ep[1], cpu);
     }
     free(envp);
     close(dp[1]);
