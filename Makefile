@@ -9,6 +9,11 @@ endif
 ifeq ($(CUDA),1)
   override BUILD := $(BUILD)-cuda
 endif
+# FUZZ=1: clang with libFuzzer's coverage, ASan and UBSan, into build-fuzz/ (`make fuzz`)
+ifeq ($(FUZZ),1)
+  override BUILD := $(BUILD)-fuzz
+  override CC := clang
+endif
 
 CC      ?= cc
 CXX     ?= c++
@@ -26,6 +31,11 @@ LDLIBS  := -L$(FAISS)/lib -Wl,--disable-new-dtags,-rpath,$(abspath $(FAISS))/lib
            $(shell pkg-config --libs $(PKGS) 2>/dev/null) -lopenblas -lgomp -lstdc++ -lm -pthread
 ifeq ($(SAN),1)
   CFLAGS  += -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+endif
+ifeq ($(FUZZ),1)
+  CFLAGS  += -O1 -fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer \
+             -fno-sanitize-recover=undefined
   LDFLAGS += -fsanitize=address,undefined
 endif
 ifeq ($(CUDA),1)
@@ -52,6 +62,10 @@ TOOL_SRC := $(wildcard tests/tool_*.c)
 TOOL_BIN := $(TOOL_SRC:tests/%.c=$(BUILD)/tests/%)
 # the CLI with the isolated-ingest fault hook (tests/fault_hooks.c); tests only
 FAULT_BIN := $(BUILD)/tests/mmrag_faults
+# fuzz targets (tests/fuzz/fuzz_*.c): replayed by `make test` with tests/fuzz/replay.c as
+# main; `make fuzz` links the same files with libFuzzer (scripts/fuzz.sh)
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(BUILD)/tests/%)
 BENCH_SRC := $(wildcard bench/bench_*.c)
 BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 
@@ -149,6 +163,17 @@ $(FAULT_BIN): tests/fault_hooks.c $(BUILD)/obj/api/cli/main.o $(BUILD)/libmmrag.
 	@echo "  LD      $@"
 	@$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/obj/api/cli/main.o $(BUILD)/libmmrag.a $(LDLIBS)
 
+$(BUILD)/tests/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(BUILD)/libmmrag.a
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/replay.c $(BUILD)/libmmrag.a $(LDLIBS)
+
+# the libFuzzer binaries (FUZZ=1 only)
+$(BUILD)/fuzz/%: tests/fuzz/%.c tests/fuzz/fuzz.h $(BUILD)/libmmrag.a
+	@mkdir -p $(dir $@)
+	@echo "  LD      $@"
+	@$(CC) $(CFLAGS) -fsanitize=fuzzer $(LDFLAGS) -o $@ $< $(BUILD)/libmmrag.a $(LDLIBS)
+
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libmmrag.a tests/test.h
 	@mkdir -p $(dir $@)
 	@echo "  LD      $@"
@@ -201,7 +226,7 @@ GOLDEN := $(BUILD)/golden/tiny_llama.gguf $(BUILD)/golden/kquants.bin $(BUILD)/g
 # `make test` = deps + models + build + every tests/test_* binary; ends "N passed, N failed"
 test: deps
 	@$(MAKE) --no-print-directory models
-	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN) $(FAULT_BIN) $(GOLDEN)
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TOOL_BIN) $(FAULT_BIN) $(FUZZ_BIN) $(GOLDEN)
 	@scripts/run-tests.sh $(BUILD) $(MODELS) $(TEST_BIN) $(TEST_SH)
 
 demo: deps
@@ -234,6 +259,16 @@ crash-trials: deps
 	@$(MAKE) --no-print-directory models
 	@$(MAKE) --no-print-directory all $(BUILD)/tests/tool_gencorpus
 	@scripts/crash-trials.sh $(BUILD) $(TRIALS) $(MODELS)
+
+# `make fuzz [FUZZ_S=seconds per target] [FUZZ_TARGETS="pdf gguf ..."]` = libFuzzer
+# campaigns (clang, ASan+UBSan, build-fuzz/): new crashers land in build-fuzz/crashes/T/ to
+# be minimized into tests/fuzz/regressions/T/ (scripts/fuzz.sh); not in `make test`
+FUZZ_S ?= 60
+.PHONY: fuzz
+fuzz: deps
+	@$(MAKE) --no-print-directory models
+	@$(MAKE) --no-print-directory $(BUILD)/tests/tool_gencorpus $(GOLDEN)
+	@scripts/fuzz.sh $(BUILD) $(MODELS) $(FUZZ_S) $(FUZZ_TARGETS)
 
 # `make check-api` = Schemathesis (PyPI, in a cached venv) against /openapi.json: no 5xx
 check-api: deps

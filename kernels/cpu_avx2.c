@@ -6,6 +6,7 @@
 #include "kernels/kern_internal.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include "kernels/avx2_util.h"
@@ -678,10 +679,15 @@ static const kern_ops ops_avx2 = {
     .wsum_acc = avx_wsum_acc,
 };
 
+/* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no "f16c". */
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 const kern_ops *kern_ops_avx2_table(void) {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
         return &ops_avx2;
     return NULL;
 }
