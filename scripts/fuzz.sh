@@ -45,7 +45,7 @@ for t in "${targets[@]}"; do
   [ "$t" = server ] && opts+=(-detect_leaks=0)
   log=$T/$t.log
   before=$(ls "$art" | wc -l)
-  TMPDIR=$T ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1} \
+  TMPDIR=$T LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$ROOT/tests/lsan.supp} ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1} \
     UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
     build-fuzz/fuzz/fuzz_$t "${opts[@]}" "$c" >"$log" 2>&1
   rc=$?

@@ -244,7 +244,7 @@ int answer_evidence_collect(retriever *r, void *te, const char *question, answer
         if (want && (held_types(l.ev[i].text) & want)) l.ev[i].score += EV_TYPE_BONUS;
     }
     free(cos);
-    qsort(l.ev, (size_t)l.n, sizeof *l.ev, by_score);
+    if (l.n) qsort(l.ev, (size_t)l.n, sizeof *l.ev, by_score);   /* l.ev is NULL when empty */
     a->ev = l.ev;
     a->n_ev = l.n;
     l.ev = NULL;
