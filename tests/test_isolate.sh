@@ -71,17 +71,20 @@ check "stalling PDF killed at its timeout ($(secs "$t0" "$t1") s for --timeout 3
 check "14,400 pt page indexed at a lower render resolution" bash -c "[ \"\$(jq -r '.documents[0].status' '$T/out.json')\" = indexed ] && [ \"\$(jq -r '.documents[0].chunks' '$T/out.json')\" -ge 2 ]"
 
 # ---- the server: the same files uploaded --------------------------------------------------
-"$MF" serve --listen 127.0.0.1:0 --quiet --db "$T/sdb" --ingest-workers 2 --ingest-timeout 8 \
-  --ingest-mem-limit 600 >"$T/srv.out" 2>"$T/srv.err" &
-SPID=$!; PIDS+=("$SPID")
-PORT=""
-for _ in $(seq 1 100); do
-  PORT=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$T/srv.out" 2>/dev/null)
-  [ -n "$PORT" ] && break
-  sleep 0.1
-done
-[ -n "$PORT" ] || { bad "server did not start: $(cat "$T/srv.err")"; finish; }
-URL=http://127.0.0.1:$PORT
+start_srv() {   # start_srv DB WORKERS TIMEOUT -> SPID, URL
+  "$MF" serve --listen 127.0.0.1:0 --quiet --db "$1" --ingest-workers "$2" --ingest-timeout "$3" \
+    --ingest-mem-limit 600 >"$T/srv.out" 2>"$T/srv.err" &
+  SPID=$!; PIDS+=("$SPID")
+  PORT=""
+  for _ in $(seq 1 100); do
+    PORT=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$T/srv.out" 2>/dev/null)
+    [ -n "$PORT" ] && break
+    sleep 0.1
+  done
+  [ -n "$PORT" ] || { bad "server did not start: $(cat "$T/srv.err")"; finish; }
+  URL=http://127.0.0.1:$PORT
+}
+start_srv "$T/sdb" 2 8
 upload() { curl -s -X POST "$URL/v1/documents?name=$2" -H 'Content-Type: application/pdf' --data-binary @"$1" | jq -r .job_id; }
 job() { curl -s "$URL/v1/jobs/$1"; }
 wait_job() {   # wait_job ID [SECONDS] -> JOB
@@ -126,4 +129,30 @@ curl -s "$URL/v1/documents" >"$T/docs.json"
 check "server stored only the manual" bash -c "[ \$(jq '.documents | length' '$T/docs.json') = 1 ] && [ \"\$(jq -r '.documents[0].title' '$T/docs.json')\" != null ]"
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null; RC=$?
 check "server shuts down cleanly after all that (exit $RC)" [ "$RC" = 0 ]
+
+# ---- durable uploads: acknowledged jobs survive a kill -9 and a restart ---------------------
+# one ingest worker busy with a hanging PDF; a good one queued behind it; the server killed
+start_srv "$T/ddb" 1 4
+JH=$(upload "$T/mixed/fault-hang.pdf" fault-hang.pdf)
+sleep 0.5
+JG=$(upload "$GOOD" good.pdf)
+SG=$(jq -r .status <<<"$(job "$JG")")
+kill -9 "$SPID"; wait "$SPID" 2>/dev/null
+start_srv "$T/ddb" 1 4
+wait_job "$JG" 60; SG2=$(jq -r .status <<<"$JOB")
+wait_job "$JH" 30; SH=$(jq -r '"\(.status) \(.failure)"' <<<"$JOB")
+check "queued upload ($SG when killed) resumed after kill -9 under its id $JG: $SG2" [ "$SG2" = done ]
+check "running upload resumed too, and failed for its own reason: $SH" [ "$SH" = "failed timeout" ]
+n=$(curl -s "$URL/v1/documents" | jq '.documents | length')
+left=$(find "$T/ddb/files" -name '*.queued' | wc -l)
+check "one document, no job markers left ($n, $left)" [ "$n-$left" = 1-0 ]
+# a graceful stop keeps queued jobs for the next start as well
+JH=$(upload "$T/mixed/fault-hang.pdf" fault-hang-2.pdf)
+sleep 0.5
+JG=$(upload "$SMALL" small.pdf)
+kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+start_srv "$T/ddb" 1 4
+wait_job "$JG" 60; SG=$(jq -r .status <<<"$JOB")
+check "upload queued at a graceful stop indexed after the restart: $SG" [ "$SG" = done ]
+kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 finish

@@ -254,9 +254,21 @@ if [ -s "$BIGPDF" ]; then
   kill -9 "$SPID"; wait "$SPID" 2>/dev/null
   check "killed mid-ingest (job was $STATE)" bash -c "[ '$(jq -r .status <<<"$J")' = running ]"
   start_server crash2 --db "$T/crashdb"
+  # the acknowledged job resumes under its id; until it commits there is no document at all
+  partial=0
+  for _ in $(seq 1 1200); do
+    J=$(curl -s "$URL/v1/jobs/$CJ"); st=$(jq -r .status <<<"$J")
+    # a listed document must be whole (the job may commit between the two requests)
+    curl -s "$URL/v1/documents" | jq -e '[.documents[] | select(.pages != 75)] | length == 0' >/dev/null || partial=1
+    case $st in done|failed|cancelled) break ;; esac
+    sleep 0.1
+  done
+  check "after restart: no partial document while the job runs again" [ "$partial" = 0 ]
   req GET /v1/documents
-  check "after restart: no partial document" bash -c "[ $CODE = 200 ] && [ \$(jq '.documents | length' '$T/body') = 0 ]"
-  check "after restart: orphan upload files swept" bash -c "[ -z \"\$(ls -A '$T/crashdb/uploads' 2>/dev/null)\" ] && [ ! -e '$T/crashdb/files/$CSHA' ]"
+  check "after restart: the killed job $CJ resumed and committed all pages ($(jq -r .status <<<"$J"))" \
+    bash -c "[ '$(jq -r .status <<<"$J")' = done ] && [ \$(jq '.documents | length' '$T/body') = 1 ] && [ \$(jq '.documents[0].pages' '$T/body') = 75 ]"
+  check "after restart: upload spool swept, job marker gone" \
+    bash -c "[ -z \"\$(ls -A '$T/crashdb/uploads' 2>/dev/null)\" ] && [ -z \"\$(ls '$T/crashdb/files/$CSHA' | grep queued)\" ]"
   req POST /v1/documents?name=many.pdf -H 'Content-Type: application/pdf' --data-binary @"$PDF2"
   wait_job "$(jq -r .job_id "$T/body")"
   check "after restart: ingest works" [ "$(jq -r .status <<<"$JOB")" = done ]

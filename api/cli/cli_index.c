@@ -32,7 +32,7 @@ static const char usage[] =
     "  that file only (reported with its reason) and stores nothing of it.\n"
     "  --timeout S    wall-clock limit per document (default 600; 0 = none)\n"
     "  --mem-limit MB address-space limit of the parser (default 4096; 0 = none)\n"
-    "  --cpu-limit S  CPU seconds of the parser (default: the timeout)\n"
+    "  --cpu-limit S  CPU seconds of the parser (default: 1.25 x the timeout + 1)\n"
     "  --no-isolate   parse in this process (no limits; a parser crash ends the run)\n"
     "  Exit: 0 all indexed, 1 some files failed, 2 usage, 3 database error.\n";
 

@@ -25,7 +25,7 @@ static const char usage[] =
     "  --ingest-workers N   parallel ingest jobs (default: CPUs, 2..4)\n"
     "  --ingest-timeout S   wall-clock limit per uploaded PDF (default 600; 0 = none)\n"
     "  --ingest-mem-limit MB  address-space limit of the parser process (default 4096; 0 = none)\n"
-    "  --ingest-cpu-limit S CPU seconds of the parser process (default: the ingest timeout)\n"
+    "  --ingest-cpu-limit S CPU seconds of the parser process (default: 1.25 x the ingest timeout + 1)\n"
     "  --no-isolate         parse uploads in the server process (no limits; not advised)\n"
     "  --queue N            queued ingest jobs before 503 (default 16)\n"
     "  --rate-limit N       requests per second per API key (with --keys; default 20; 0 = none)\n"

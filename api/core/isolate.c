@@ -201,7 +201,13 @@ static void child_setup(pid_t parent, int wfd, int efd, const isolate_limits *l,
 #endif
 }
 
-static int cpu_limit(const isolate_limits *l) { return l->cpu_s > 0 ? l->cpu_s : l->timeout_s; }
+/* Default: a quarter above the wall clock, so that a stalled single-threaded parser is
+ * reported as a timeout (the two limits at one value raced); the CPU limit stays the
+ * backstop for parsers whose threads burn CPU faster than the clock runs. */
+static int cpu_limit(const isolate_limits *l) {
+    if (l->cpu_s > 0) return l->cpu_s;
+    return l->timeout_s > 0 ? l->timeout_s + l->timeout_s / 4 + 1 : 0;
+}
 
 /* fork + exec without atfork handlers (design note 1). The child never returns here. */
 static pid_t start_exec(isolate_doc *d, argv_buf *a, char **envp, pid_t parent, int wfd,

@@ -31,7 +31,7 @@ typedef struct {
     int32_t enabled;          /* 1 (default): parse in a child; 0: in this process */
     int32_t timeout_s;        /* wall clock per document; default 600; 0 = none */
     int32_t mem_mb;           /* address-space limit of the child; default 4096; 0 = none */
-    int32_t cpu_s;            /* CPU seconds of the child; default 0 = same as timeout_s */
+    int32_t cpu_s;            /* CPU seconds of the child; default 0 = timeout_s * 1.25 + 1 */
     int32_t max_files;        /* open descriptors of the child; default 256 */
     const char *worker_exe;   /* binary with the ingest-worker command; NULL = fork only */
 } isolate_limits;

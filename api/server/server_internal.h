@@ -183,6 +183,11 @@ void srv_remove_kept(const char *path);
 
 /* ---- ingest jobs (server_jobs.c) ------------------------------------------------------ */
 int srv_jobs_start(srv_server *s);
+/* Durable jobs (server_jobs.c): the marker next to the kept file, written before the 202
+ * reply and removed when the job ends; enqueue with qmu held. */
+int srv_job_mark(const struct srv_job *j, char *err, size_t errlen);
+void srv_job_unmark(const struct srv_job *j);
+int srv_job_enqueue(srv_server *s, struct srv_job *j);
 void srv_jobs_stop(srv_server *s);
 enum MHD_Result srv_handle_job(struct MHD_Connection *c, srv_req *r);
 json_t *srv_job_json(const srv_job *j);

@@ -170,7 +170,7 @@ enum MHD_Result srv_handle_upload(struct MHD_Connection *c, srv_req *r) {
         return srv_reply_error(c, r, 415, "not_pdf", "the upload is not a PDF (no %%PDF- header in its first 1024 bytes)");
     close(r->up_fd);
     r->up_fd = -1;
-    char sha[65], err[256];
+    char sha[65], err[256] = "";
     if (ingest_file_sha256(r->up_path, sha, err, sizeof err))
         return srv_reply_error(c, r, 500, "internal", "%s", err);
 
@@ -209,24 +209,16 @@ enum MHD_Result srv_handle_upload(struct MHD_Connection *c, srv_req *r) {
         return srv_reply_error(c, r, 503, "queue_full",
                                "ingest queue is full (%d jobs); retry later", s->cfg.queue_max);
     }
-    if (s->n_jobs == s->cap_jobs) {
-        int nc = s->cap_jobs ? s->cap_jobs * 2 : 64;
-        srv_job **nj = realloc(s->jobs, (size_t)nc * sizeof *nj);
-        if (!nj) {
-            pthread_mutex_unlock(&s->qmu);
-            if (j->fresh_file) srv_remove_kept(j->path);
-            free(j);
-            return MHD_NO;
-        }
-        s->jobs = nj;
-        s->cap_jobs = nc;
-    }
     snprintf(j->id, sizeof j->id, "job-%llu", (unsigned long long)++s->job_seq);
-    s->jobs[s->n_jobs++] = j;
-    if (s->q_tail) s->q_tail->next_q = j;
-    else s->q_head = j;
-    s->q_tail = j;
-    s->q_len++;
+    /* The job is on disk before it is acknowledged: a crash or restart resumes it. */
+    if (srv_job_mark(j, err, sizeof err) || srv_job_enqueue(s, j)) {
+        pthread_mutex_unlock(&s->qmu);
+        srv_job_unmark(j);
+        if (j->fresh_file) srv_remove_kept(j->path);
+        free(j);
+        return srv_reply_error(c, r, 507, "cannot_queue", "cannot queue the upload: %s",
+                               err[0] ? err : "out of memory");
+    }
     json_t *o = srv_job_json(j);
     srv_jobs_trim(s);
     pthread_cond_signal(&s->qcv);
