@@ -101,6 +101,18 @@ models-extra:
 	@scripts/fetch-models.sh --extra $(MODELS)
 
 # llama.cpp's llama-bench, the baseline `make bench` compares the engine with (bench only)
+# mmrag's own figure encoder (vision/data/figenc, committed): retrain from scratch.
+# CPU by default (hours: FIGENC_S seconds of training); on a machine with CUDA torch,
+# FIGENC_ARGS="--device cuda --workers 15 --batch 512" (the committed file: 470 s on one H200).
+FIGENC_S ?= 14400
+FIGENC_ARGS ?=
+.PHONY: train-figure-encoder
+train-figure-encoder:
+	@/usr/bin/python3 vision/train/train_figenc.py --minilm $(MODELS)/minilm --out $(BUILD)/figenc \
+	  --seconds $(FIGENC_S) $(FIGENC_ARGS)
+	@echo "trained: $(BUILD)/figenc (copy model.safetensors and config.json to vision/data/figenc/," \
+	  "then /usr/bin/python3 scripts/golden_figenc.py > tests/data/golden/figenc.json)"
+
 .PHONY: llamacpp check-llamacpp
 # the engine's prompt logits against llama.cpp's on the same GGUF files (SmolLM2 as
 # shipped and re-quantized to Q4_K_M/Q5_K_M/Q6_K/Q8_0, gemma-3-270m if fetched, the tiny

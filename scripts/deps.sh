@@ -8,7 +8,7 @@ pkgs=(pkg-config build-essential libpoppler-glib-dev libcairo2-dev libvips-dev l
       dpkg-dev python3-pip python3-numpy unzip
       chromium chromium-driver python3-venv jq curl)   # browser test (tests/test_web.sh), make check-api
 if [ "${1:-}" = "--dev" ]; then
-  pkgs+=(libhnswlib-dev python3-torch python3-numpy valgrind)
+  pkgs+=(libhnswlib-dev python3-torch python3-numpy python3-matplotlib python3-pil valgrind)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,6 +1,6 @@
-/* Shared by tests/test_clip.c and bench/bench_clip.c: the tiny counter-based PRNG that
- * scripts/golden_clip.py also implements (so random CLIP weights need not be committed),
- * and a minimal safetensors (F32) writer. */
+/* Shared by tests/test_clip.c, tests/test_figenc.c and bench/bench_clip.c: the tiny
+ * counter-based PRNG that scripts/golden_clip.py also implements (so random CLIP weights
+ * and inputs need not be committed), a minimal safetensors (F32) writer and fixture helpers. */
 #ifndef MMRAG_TESTS_CLIP_GEN_H
 #define MMRAG_TESTS_CLIP_GEN_H
 #include <jansson.h>
@@ -79,5 +79,22 @@ static inline int clipgen_write_safetensors(const char *path, const clipgen_tens
     }
     free(hs);
     return (fclose(f) == 0 && ok) ? 0 : -1;
+}
+/* Largest |a[i] - b[i]|. */
+static inline double max_abs_diff(const float *a, const float *b, int n) {
+    double m = 0;
+    for (int i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        if (d < 0) d = -d;
+        if (d > m) m = d;
+    }
+    return m;
+}
+
+/* A JSON array of exactly n numbers into out. Returns 0, or -1 when it is not one. */
+static inline int json_floats(json_t *arr, float *out, int n) {
+    if (!json_is_array(arr) || (int)json_array_size(arr) != n) return -1;
+    for (int i = 0; i < n; i++) out[i] = (float)json_number_value(json_array_get(arr, (size_t)i));
+    return 0;
 }
 #endif

@@ -44,18 +44,6 @@ static clip_bpe *bpe(void) {
     return t;
 }
 
-static double max_abs_diff(const float *a, const float *b, int n) {
-    double m = 0;
-    for (int i = 0; i < n; i++) m = fmax(m, fabs((double)a[i] - b[i]));
-    return m;
-}
-
-static int json_floats(json_t *arr, float *out, int n) {
-    if (!json_is_array(arr) || (int)json_array_size(arr) != n) return -1;
-    for (int i = 0; i < n; i++) out[i] = (float)json_number_value(json_array_get(arr, (size_t)i));
-    return 0;
-}
-
 /* ---- tokenizer ------------------------------------------------------------------ */
 TEST(bpe_test_vector) {
     clip_bpe *t = bpe();

@@ -1,0 +1,287 @@
+"""Train mmrag's figure encoder: a small CLIP-style ViT image tower, LiT style against the
+locked MiniLM text tower (symmetric InfoNCE), on synthetic figures rendered while training.
+
+  /usr/bin/python3 vision/train/train_figenc.py --minilm models/minilm --out build/figenc \
+      --seconds 3600            # CPU; on a GPU add --device cuda --workers 15
+
+Figures come from figdata.spec/render (seed 0 = training stream, seed 1 = held-out eval);
+worker processes render and patchify them (vision_patch_grid, 196-token budget, 16-px
+patches; bicubic resize) while the main process trains on a replay buffer of everything
+rendered so far. Writes OUT/model.safetensors (fp16, Hugging Face CLIP vision names, read by
+vision/clip.c), OUT/config.json, OUT/metrics.json and OUT/train.log.
+"""
+import argparse
+import json
+import math
+import multiprocessing as mp
+import os
+import queue
+import random
+import sys
+import threading
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import figdata  # noqa: E402
+from figenc_model import CLIP_MEAN, CLIP_STD, FigureViT, MiniLM, patch_grid, patches_from_pixels, st_write  # noqa: E402
+
+MAX_TOKENS, PATCH = 196, 16
+
+# zero-shot prompts for the figure-type eval (one per generator kind)
+TYPE_PROMPTS = {
+    "bar": "a vertical bar chart", "hbar": "a horizontal bar chart",
+    "grouped_bar": "a grouped bar chart", "stacked_bar": "a stacked bar chart",
+    "line": "a line plot", "step": "a step plot", "scatter": "a scatter plot",
+    "pie": "a pie chart", "donut": "a donut chart", "histogram": "a histogram",
+    "box": "a box plot", "area": "an area chart", "heatmap": "a heatmap",
+    "contour": "a contour plot", "surface": "a 3D surface plot", "map3": "a 3D scatter plot",
+    "flow": "a flow diagram with boxes and arrows", "table": "a table",
+    "equation": "a mathematical equation", "photo": "a photograph",
+    "text_page": "an image of text", "errorbar": "a plot with error bars",
+    "polar": "a polar plot",
+}
+
+
+def sample(args):
+    """Worker: render figure (index, seed) and cut it to the patchifier's grid."""
+    i, seed = args
+    from PIL import Image
+    s = figdata.spec(i, seed)
+    try:
+        a = figdata.render(s)
+    except Exception as e:  # a generator bug must not stop a run: count and go on
+        return i, None, None, None, repr(e)
+    h, w = a.shape[:2]
+    gh, gw = patch_grid(h, w, MAX_TOKENS, PATCH)
+    im = Image.fromarray(a).resize((gw * PATCH, gh * PATCH), Image.BICUBIC)
+    return i, gh, gw, np.asarray(im, dtype=np.uint8).copy(), s["desc"] + [s["kind"]]
+
+
+def stream(seed, start=0):
+    i = start
+    while True:
+        yield (i, seed)
+        i += 1
+
+
+class Buffer:
+    """Rendered figures by grid shape: uint8 pixels, description vectors, kinds."""
+
+    def __init__(self, dev):
+        self.dev, self.b = dev, {}
+
+    def add(self, gh, gw, pix, tvecs):
+        d = self.b.setdefault((gh, gw), {"pix": [], "txt": []})
+        d["pix"].append(torch.from_numpy(pix).to(self.dev))
+        d["txt"].append(tvecs)
+
+    def size(self):
+        return sum(len(d["pix"]) for d in self.b.values())
+
+    def batch(self, n, rng):
+        keys = [k for k, d in self.b.items() if len(d["pix"]) >= n]
+        if not keys:
+            return None
+        wts = [len(self.b[k]["pix"]) for k in keys]
+        k = rng.choices(keys, weights=wts)[0]
+        d = self.b[k]
+        idx = rng.sample(range(len(d["pix"])), n)
+        pix = torch.stack([d["pix"][j] for j in idx])
+        txt = torch.stack([d["txt"][j][rng.randrange(len(d["txt"][j]))] for j in idx])
+        return k, pix, txt
+
+
+def to_patches(pix, dev):
+    mean = torch.tensor(CLIP_MEAN, device=dev).view(1, 3, 1, 1)
+    std = torch.tensor(CLIP_STD, device=dev).view(1, 3, 1, 1)
+    x = (pix.permute(0, 3, 1, 2).float() / 255.0 - mean) / std
+    return patches_from_pixels(x, PATCH)
+
+
+def shift(pix, rng, most=6):
+    """Translate the whole batch by a few pixels, white fill (figures sit on white)."""
+    dy, dx = rng.randint(-most, most), rng.randint(-most, most)
+    out = torch.roll(pix, (dy, dx), dims=(1, 2))
+    if dy > 0:
+        out[:, :dy] = 255
+    elif dy < 0:
+        out[:, dy:] = 255
+    if dx > 0:
+        out[:, :, :dx] = 255
+    elif dx < 0:
+        out[:, :, dx:] = 255
+    return out
+
+
+def loss_fn(img, txt, scale):
+    """Symmetric InfoNCE; texts that are (near) identical count as positives too."""
+    logits = scale * img @ txt.t()
+    same = (txt @ txt.t() > 0.985).float()
+    tgt = same / same.sum(1, keepdim=True)
+    return 0.5 * (torch.sum(-tgt * F.log_softmax(logits, 1), 1).mean()
+                  + torch.sum(-tgt * F.log_softmax(logits.t(), 1), 1).mean())
+
+
+@torch.no_grad()
+def evaluate(model, text, evalset, dev):
+    """Text->image R@1/R@5 over the held-out figures (every description as a query) and
+    zero-shot figure-type accuracy."""
+    model.eval()
+    embs, kinds, descs = [], [], []
+    for gh, gw, pix, ds in evalset:
+        x = to_patches(torch.from_numpy(pix[None]).to(dev), dev)
+        embs.append(model(x, gh, gw)[0])
+        kinds.append(ds[-1])
+        descs.append(ds[:-1])
+    I = torch.stack(embs)
+    qs, owner = [], []
+    for j, ds in enumerate(descs):
+        for d in ds:
+            qs.append(d)
+            owner.append(j)
+    Q = text.embed(qs)
+    rank = (Q @ I.t()).argsort(1, descending=True)
+    own = torch.tensor(owner, device=dev)[:, None]
+    r1 = (rank[:, :1] == own).any(1).float().mean().item()
+    r5 = (rank[:, :5] == own).any(1).float().mean().item()
+    names = list(TYPE_PROMPTS)
+    P = text.embed([TYPE_PROMPTS[k] for k in names])
+    pred = (I @ P.t()).argmax(1).tolist()
+    acc = float(np.mean([names[p] == k for p, k in zip(pred, kinds)]))
+    model.train()
+    return {"eval_figures": len(evalset), "queries": len(qs), "r_at_1": r1, "r_at_5": r5,
+            "type_accuracy": acc}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--minilm", default="models/minilm")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--seconds", type=float, default=3600)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--lr", type=float, default=5e-4)
+    ap.add_argument("--eval-n", type=int, default=1000)
+    ap.add_argument("--min-buffer", type=int, default=4000)
+    ap.add_argument("--width", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=1234)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    log = open(os.path.join(a.out, "train.log"), "a")
+
+    def say(*m):
+        line = " ".join(str(x) for x in m)
+        print(line, flush=True)
+        log.write(line + "\n")
+        log.flush()
+
+    t0 = time.time()
+    pool = mp.get_context("fork").Pool(a.workers)  # before CUDA is touched in this process
+    torch.manual_seed(a.seed)
+    rng = random.Random(a.seed)
+    dev = torch.device(a.device)
+    text = MiniLM(a.minilm).to(dev)
+    model = FigureViT(width=a.width, layers=a.layers, heads=a.width // 64, mlp=4 * a.width,
+                      patch=PATCH, grid=14, proj=384).to(dev)
+    scale_log = torch.nn.Parameter(torch.tensor(math.log(1 / 0.07), device=dev))
+    params = [p for p in model.parameters()] + [scale_log]
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    nodecay = [p for p in model.parameters() if p.dim() < 2] + [scale_log]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05},
+                             {"params": nodecay, "weight_decay": 0.0}], lr=a.lr, betas=(0.9, 0.98))
+    say(f"figenc: {sum(p.numel() for p in model.parameters())} parameters, device {dev}, "
+        f"{a.workers} render workers, {a.seconds:.0f} s budget")
+    evalset = [(gh, gw, pix, ds) for _, gh, gw, pix, ds in
+               pool.imap(sample, [(i, 1) for i in range(a.eval_n)], chunksize=8) if gh]
+    say(f"eval set: {len(evalset)} figures rendered in {time.time() - t0:.0f} s")
+    q = queue.Queue(maxsize=4096)  # a thread moves rendered figures off the pool's pipe
+
+    def reader():
+        for r in pool.imap_unordered(sample, stream(0), chunksize=4):
+            q.put(r)
+    threading.Thread(target=reader, daemon=True).start()
+    buf = Buffer(dev)
+    failures, steps, seen = 0, 0, 0
+    start = time.time()
+    pending = []
+
+    def drain(max_items):
+        nonlocal failures
+        got = 0
+        while got < max_items:
+            try:
+                r = q.get(timeout=0.001 if buf.size() >= a.min_buffer else 1.0)
+            except queue.Empty:
+                break
+            got += 1
+            if r[1] is None:
+                failures += 1
+                continue
+            pending.append(r)
+        if pending:
+            texts = [d for r in pending for d in r[4][:-1]]
+            vec = text.embed(texts)
+            k = 0
+            for _, gh, gw, pix, ds in pending:
+                n = len(ds) - 1
+                buf.add(gh, gw, pix, vec[k:k + n])
+                k += n
+            pending.clear()
+
+    while buf.size() < a.min_buffer:
+        drain(256)
+    say(f"buffer warm: {buf.size()} figures after {time.time() - t0:.0f} s")
+    train_t0 = time.time()
+    budget = a.seconds - (train_t0 - t0) - 30  # leave time for eval and export
+    use_amp = dev.type == "cuda"
+    while True:
+        frac = (time.time() - train_t0) / max(budget, 1)
+        if frac >= 1:
+            break
+        drain(64)
+        lr = a.lr * min(1.0, steps / 300) * 0.5 * (1 + math.cos(math.pi * min(frac, 1)))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        bt = buf.batch(a.batch, rng)
+        if bt is None:
+            drain(256)
+            continue
+        (gh, gw), pix, txt = bt
+        pix = shift(pix, rng)
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=use_amp):
+            img = model(to_patches(pix, dev), gh, gw)
+        loss = loss_fn(img.float(), txt, scale_log.exp().clamp(max=100))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        steps += 1
+        seen += a.batch
+        if steps % 200 == 0:
+            say(f"step {steps} t={time.time() - t0:.0f}s loss {loss.item():.3f} lr {lr:.2e} "
+                f"scale {scale_log.exp().item():.1f} buffer {buf.size()} failures {failures}")
+    pool.terminate()
+    m = evaluate(model, text, evalset, dev)
+    m.update({"steps": steps, "samples_seen": seen, "unique_figures": buf.size(),
+              "render_failures": failures, "seconds": round(time.time() - t0),
+              "device": str(dev), "batch": a.batch, "lr": a.lr, "seed": a.seed,
+              "width": a.width, "layers": a.layers})
+    say("eval:", json.dumps(m))
+    model = model.float().cpu()
+    st_write(os.path.join(a.out, "model.safetensors"), model.hf_state(torch.float16),
+             {"format": "pt", "producer": "mmrag vision/train/train_figenc.py"})
+    cfg = model.hf_config()
+    cfg["mmrag"]["logit_scale"] = float(scale_log.exp().item())
+    json.dump(cfg, open(os.path.join(a.out, "config.json"), "w"), indent=1)
+    json.dump(m, open(os.path.join(a.out, "metrics.json"), "w"), indent=1)
+    say(f"wrote {a.out}/model.safetensors")
+
+
+if __name__ == "__main__":
+    main()
