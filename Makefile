@@ -162,6 +162,9 @@ install: all
 	install -m 755 $(BUILD)/libmmrag.so $(PREFIX)/lib/libmmrag.so
 	cp -P $(FAISS)/lib/libfaiss*.so* $(PREFIX)/lib/
 	install -m 644 include/mmrag.h $(PREFIX)/include/mmrag.h
+	install -d $(PREFIX)/share/mmrag/figenc
+	install -m 644 vision/data/figenc/model.safetensors vision/data/figenc/config.json \
+	  vision/data/figenc/MODEL_CARD.md $(PREFIX)/share/mmrag/figenc/
 	sed -e 's|@PREFIX@|$(abspath $(PREFIX))|' -e 's|@PKGS@|$(PKGS)|' \
 	    -e 's|@LIBS_PRIVATE@|-lfaiss_c -lfaiss_avx2 -lopenblas -lgomp -lstdc++ -lm -pthread|' \
 	    mmrag.pc.in > $(PREFIX)/lib/pkgconfig/mmrag.pc

@@ -116,7 +116,9 @@ int vindex_store_file(struct store *s, const char *space, int32_t kind, char *bu
  * to the store's generation (new vectors added, vanished ids tombstoned; a rebuild when
  * more than a fifth would be dead) and save it back when anything changed (a read-only
  * directory is not an error: the index then lives in memory only).
- * Text space indexes chunk vectors, image space image vectors. o->dim 0 = take the
+ * Text space indexes chunk vectors, image space image vectors; "figure" is a second index
+ * over image-owned vectors (the store's image space under a pixel model's id), in a file
+ * of its own. o->dim 0 = take the
  * store's. `info` may be NULL. */
 int vindex_open_store(struct store *s, const char *space, const char *model,
                       const vindex_opts *o, vindex **out, vindex_sync_info *info,

@@ -20,7 +20,13 @@ int vindex_store_file(store *s, const char *space, int32_t kind, char *buf, size
 }
 
 static int owner_for(const char *space) {
-    return strcmp(space, "image") == 0 ? STORE_OWNER_IMAGE : STORE_OWNER_CHUNK;
+    return strcmp(space, "text") == 0 ? STORE_OWNER_CHUNK : STORE_OWNER_IMAGE;
+}
+
+/* "figure" is an index of its own (own file) over the store's image-owned vectors of a
+ * pixel model: in the store it is the "image" space under another model id. */
+static const char *store_space(const char *space) {
+    return strcmp(space, "figure") == 0 ? "image" : space;
 }
 
 /* vectors collected from one scan of the store */
@@ -84,7 +90,7 @@ static int scan(store *s, const char *space, const char *model, collect *c, int6
         index_set_err(err, errlen, "vindex: %s", store_errmsg(s));
         return -1;
     }
-    int rc = store_vectors_foreach(s, space, model, owner_for(space), collect_cb, c);
+    int rc = store_vectors_foreach(s, store_space(space), model, owner_for(space), collect_cb, c);
     if (c->bad_dim) {
         index_set_err(err, errlen, "vindex: %s vectors of model %s have mixed or unexpected dims",
                       space, model);
@@ -210,15 +216,15 @@ int vindex_open_store(store *s, const char *space, const char *model, const vind
         index_set_err(err, errlen, "vindex: bad open arguments");
         return -1;
     }
-    if (strcmp(space, "text") && strcmp(space, "image")) {
-        index_set_err(err, errlen, "vindex: unknown space '%s' (text or image)", space);
+    if (strcmp(space, "text") && strcmp(space, "image") && strcmp(space, "figure")) {
+        index_set_err(err, errlen, "vindex: unknown space '%s' (text, image or figure)", space);
         return -1;
     }
     vindex_opts want = *o;
     snprintf(want.model_id, sizeof want.model_id, "%s", model);
     if (want.dim == 0) {
         int32_t d = 0;
-        store_vectors_foreach(s, space, model, owner_for(space), first_dim_cb, &d);
+        store_vectors_foreach(s, store_space(space), model, owner_for(space), first_dim_cb, &d);
         want.dim = d ? d : 384;
     }
     char path[4096];

@@ -14,8 +14,8 @@
 struct retriever {
     store *s;
     retr_config c;
-    char text_model[64], image_model[64];
-    vindex *vt, *vi;
+    char text_model[64], image_model[64], figure_model[64];
+    vindex *vt, *vi, *vf;
     pthread_mutex_t sync_mu;
 };
 
@@ -49,8 +49,10 @@ int retr_create(store *s, const retr_config *c, retriever **out, char *err, size
     pthread_mutex_init(&r->sync_mu, NULL);
     if (c->text.model) snprintf(r->text_model, sizeof r->text_model, "%s", c->text.model);
     if (c->image.model) snprintf(r->image_model, sizeof r->image_model, "%s", c->image.model);
+    if (c->figure.model) snprintf(r->figure_model, sizeof r->figure_model, "%s", c->figure.model);
     r->c.text.model = c->text.model ? r->text_model : NULL;
     r->c.image.model = c->image.model ? r->image_model : NULL;
+    r->c.figure.model = c->figure.model ? r->figure_model : NULL;
     vindex_opts o;
     if (r->c.text.model) {
         vindex_opts_default(&o, VINDEX_HNSW, c->text.dim);
@@ -61,6 +63,11 @@ int retr_create(store *s, const retr_config *c, retriever **out, char *err, size
         vindex_opts_default(&o, VINDEX_LSH, c->image.dim);
         if (c->lsh_bits > 0) o.lsh_bits = c->lsh_bits;
         if (vindex_open_store(s, "image", r->image_model, &o, &r->vi, NULL, err, errlen)) goto fail;
+    }
+    if (r->c.figure.model) {
+        vindex_opts_default(&o, VINDEX_LSH, c->figure.dim);
+        if (c->lsh_bits > 0) o.lsh_bits = c->lsh_bits;
+        if (vindex_open_store(s, "figure", r->figure_model, &o, &r->vf, NULL, err, errlen)) goto fail;
     }
     *out = r;
     return 0;
@@ -73,6 +80,7 @@ void retr_free(retriever *r) {
     if (!r) return;
     vindex_free(r->vt);
     vindex_free(r->vi);
+    vindex_free(r->vf);
     pthread_mutex_destroy(&r->sync_mu);
     free(r);
 }
@@ -87,6 +95,7 @@ static int update_indexes(retriever *r,
     pthread_mutex_lock(&r->sync_mu);
     if (r->vt) rc = update(r->vt, r->s, "text", r->text_model, NULL, err, errlen);
     if (!rc && r->vi) rc = update(r->vi, r->s, "image", r->image_model, NULL, err, errlen);
+    if (!rc && r->vf) rc = update(r->vf, r->s, "figure", r->figure_model, NULL, err, errlen);
     pthread_mutex_unlock(&r->sync_mu);
     return rc;
 }
@@ -223,8 +232,9 @@ static cand *resolve_image(retriever *r, cands *cs, int64_t image_id) {
 static int32_t cand_kind(const cand *c) { return c->key > 0 ? c->row.kind : STORE_KIND_FIGURE; }
 
 /* one vector source: search with growing over-fetch until `depth` hits pass the filters */
-static int vector_list(retriever *r, vindex *v, int src, const float *q, const retr_opts *o,
-                       cands *cs, int64_t *list, int32_t *nlist, char *err, size_t errlen) {
+static int vector_list(retriever *r, vindex *v, int src, float gain, const float *q,
+                       const retr_opts *o, cands *cs, int64_t *list, int32_t *nlist, char *err,
+                       size_t errlen) {
     *nlist = 0;
     int64_t size = vindex_size(v) - vindex_dead(v);
     if (size <= 0) return 0;
@@ -238,6 +248,7 @@ static int vector_list(retriever *r, vindex *v, int src, const float *q, const r
         *nlist = 0;
         int floor_hit = 0;
         for (int32_t i = 0; i < nh && *nlist < o->depth; i++) {
+            h[i].score *= gain;
             if (src == RETR_SRC_IMAGE && h[i].score < o->min_image_score) { /* sorted */
                 floor_hit = 1;
                 break;
@@ -256,6 +267,39 @@ static int vector_list(retriever *r, vindex *v, int src, const float *q, const r
         if (*nlist >= o->depth || fetch >= size || floor_hit) return 0;
         fetch *= 4;
     }
+}
+
+static int by_image_score(const void *a, const void *b) {
+    const cand *x = *(const cand *const *)a, *y = *(const cand *const *)b;
+    float sx = x->score[RETR_SRC_IMAGE], sy = y->score[RETR_SRC_IMAGE];
+    return sx < sy ? 1 : sx > sy ? -1 : 0;
+}
+
+/* The figure index joins the image list: each image scores the better of its caption
+ * cosine and its calibrated pixel cosine (RETR_FIGURE_GAIN); the merged list is re-sorted
+ * and cut to depth. */
+static int figure_list(retriever *r, const float *q, const retr_opts *o, cands *cs,
+                       int64_t *list, int32_t *nlist, char *err, size_t errlen) {
+    int64_t *mine = malloc((size_t)o->depth * sizeof *mine);
+    cand **all = malloc((size_t)(o->depth * 2) * sizeof *all);
+    int32_t nm = 0, na = 0, rc = 0;
+    if (!mine || !all) { retrieval_set_err(err, errlen, "retrieval: out of memory"); rc = -1; }
+    if (!rc) rc = vector_list(r, r->vf, RETR_SRC_IMAGE, RETR_FIGURE_GAIN, q, o, cs, mine, &nm,
+                              err, errlen);
+    for (int32_t i = 0; !rc && i < *nlist + nm; i++) {
+        cand *c = cands_find(cs, i < *nlist ? list[i] : mine[i - *nlist]);
+        int dup = !c;
+        for (int32_t j = 0; j < na && !dup; j++) dup = all[j] == c;
+        if (!dup) all[na++] = c;
+    }
+    if (!rc) {
+        qsort(all, (size_t)na, sizeof *all, by_image_score);
+        *nlist = na < o->depth ? na : o->depth;
+        for (int32_t i = 0; i < *nlist; i++) list[i] = all[i]->key;
+    }
+    free(mine);
+    free(all);
+    return rc;
 }
 
 static int bm25_list(retriever *r, const char *query, const retr_opts *o, cands *cs,
@@ -422,7 +466,7 @@ int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
     int want_text = r->vt && w[RETR_SRC_TEXT] > 0;
     int same_space = r->c.image.model && r->c.text.model && !r->c.image.encode &&
                      strcmp(r->image_model, r->text_model) == 0;
-    int want_image = r->vi && w[RETR_SRC_IMAGE] > 0;
+    int want_image = (r->vi || r->vf) && w[RETR_SRC_IMAGE] > 0;
     int32_t dt = r->vt ? vindex_get_opts(r->vt)->dim : 0;
     int32_t di = r->vi ? vindex_get_opts(r->vi)->dim : 0;
     if ((want_text || (want_image && same_space)) && !qvec_text && r->c.text.encode && dt) {
@@ -438,6 +482,8 @@ int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
             qvec_image = qi;
         }
     }
+    /* figure vectors live in the text encoder's space (LiT): the text query searches them */
+    int want_figure = want_image && r->vf && qvec_text && vindex_get_opts(r->vf)->dim == dt;
     res->encode_ms = now_ms() - t0;
 
     double t1 = now_ms();
@@ -450,9 +496,11 @@ int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
         rc = -1;
     }
     if (!rc && want_text && qvec_text)
-        rc = vector_list(r, r->vt, RETR_SRC_TEXT, qvec_text, &o, &cs, lists[0], &nl[0], err, errlen);
+        rc = vector_list(r, r->vt, RETR_SRC_TEXT, 1, qvec_text, &o, &cs, lists[0], &nl[0], err, errlen);
     if (!rc && want_image && qvec_image)
-        rc = vector_list(r, r->vi, RETR_SRC_IMAGE, qvec_image, &o, &cs, lists[1], &nl[1], err, errlen);
+        rc = vector_list(r, r->vi, RETR_SRC_IMAGE, 1, qvec_image, &o, &cs, lists[1], &nl[1], err, errlen);
+    if (!rc && want_figure)
+        rc = figure_list(r, qvec_text, &o, &cs, lists[1], &nl[1], err, errlen);
     if (!rc && w[RETR_SRC_BM25] > 0)
         rc = bm25_list(r, query, &o, &cs, lists[2], &nl[2], err, errlen);
     retr_fused *f = rc ? NULL : malloc((size_t)o.k * sizeof *f);

@@ -56,6 +56,7 @@ typedef struct retr_space {
 
 typedef struct retr_config {
     retr_space text, image;
+    retr_space figure;       /* images by their pixels, in the text space (model NULL = off) */
     int32_t ef_search;       /* HNSW beam (0 = vindex default) */
     int32_t lsh_bits;        /* 0 = vindex default (256) */
 } retr_config;
@@ -129,6 +130,10 @@ int32_t retr_fuse(const int64_t *const lists[RETR_NSRC], const int32_t n[RETR_NS
  * unknown (-2) gets the lowest known one. Sorted like retr_fuse. */
 #define RETR_BM25_SCALE 0.08f
 #define RETR_IMAGE_SCALE 0.5f
+/* Figure-encoder cosines run lower than caption cosines (a match ~0.1-0.2 where a caption
+ * match is ~0.4-0.7); this gain puts them on the caption scale before they share the
+ * image list and its min_image_score floor. Calibrated on the generated corpus. */
+#define RETR_FIGURE_GAIN 3.0f
 typedef struct retr_scored {
     int64_t id;
     float dense;             /* -2 = unknown */

@@ -24,6 +24,17 @@ else bad "search json: $out"; fi
 top=$("$m" search "what was revenue in the third quarter" -k 1 --json 2>/dev/null | grep -c 'northwind\|Northwind')
 [ "$top" -ge 1 ] && ok "fact question finds its document" || bad "fact question"
 
+# images by their pixels (vision/data/figenc): words of appearance that no caption uses
+img() { "$m" search "$1" -k 1 --sources image --json 2>"$tmp/err" | grep -o '"snippet": "[^"]*' | head -n1; }
+top=$(img "a photograph"); [[ $top == *"Aerial photo"* ]] && ok "figure encoder: 'a photograph' -> the aerial photo" || bad "a photograph -> '$top'"
+top=$(img "a line plot"); [[ $top == *"Validation loss"* || $top == *"Efficiency"* ]] && ok "figure encoder: 'a line plot' -> a line graph ($top)" || bad "a line plot -> '$top'"
+top=$(MMRAG_FIGENC=none img "a photograph"); [[ $top != *"Aerial photo"* ]] && ok "without it the caption alone does not find the photo ('$top')" || bad "MMRAG_FIGENC=none still finds the photo"
+head -c 3000 vision/data/figenc/model.safetensors >"$tmp/broken.safetensors"
+for f in "$tmp/broken.safetensors" "$tmp/missing.safetensors"; do
+  top=$(MMRAG_FIGENC=$f "$m" search "chart of revenue for each quarter" -k 1 --sources image 2>"$tmp/err")
+  [[ $top == *"Revenue by quarter"* ]] && grep -q "figure encoder not loaded" "$tmp/err" && ok "figure encoder $(basename "$f"): notice, caption search still works" || bad "figure encoder $(basename "$f"): '$top' $(cat "$tmp/err")"
+done
+
 doc=$("$m" ls 2>/dev/null | grep -i northwind | awk '{print $1}' | head -n1)
 q="revenue chart dividend Northwind"
 before=$("$m" search "$q" -k 10 --json 2>/dev/null | grep -c '"doc_id": '"$doc"',')

@@ -38,6 +38,7 @@ int cli_retriever_open(store *s, const char *models, int quiet, int need_vectors
         if (!quiet) cli_err("note: %s; keyword (BM25) search only", err);
         *emb = NULL;
     }
+    if (*emb && !quiet && *embed_figure_notice(*emb)) cli_err("note: %s", embed_figure_notice(*emb));
     if (*emb && !quiet && embed_has_pending(*emb, s))
         cli_err("note: embedding chunks or sentences indexed without vectors (--no-embed, an "
                 "earlier failure, or a collection from before sentence vectors); once, then "
@@ -46,14 +47,7 @@ int cli_retriever_open(store *s, const char *models, int quiet, int need_vectors
         cli_err("note: could not embed new chunks (%s); they are found by keywords only", err);
     retr_config c;
     retr_config_default(&c);
-    if (*emb) {
-        c.text.model = embed_model_id(*emb);
-        c.text.dim = embed_dim(*emb);
-        c.text.encode = retr_textenc_encode;
-        c.text.user = embed_textenc(*emb);
-        c.image.model = embed_model_id(*emb);  /* caption/OCR text in the same space */
-        c.image.dim = embed_dim(*emb);
-    }
+    embed_retr_config(*emb, &c);
     if (retr_create(s, &c, r, err, sizeof err)) {
         cli_err("%s", err);
         embed_free(*emb);

@@ -1,6 +1,9 @@
-/* api/core/embed.c — fill missing text/image-space vectors with the text encoder. */
+/* api/core/embed.c — fill missing vectors: chunks and sentences (text space), images by
+ * their caption text (image space), both with MiniLM; and images by their pixels with
+ * mmrag's own figure encoder (figure space), trained into MiniLM's space (vision/train). */
 #include "api/core/embed.h"
 #include "api/core/ground.h"
+#include "vision/clip.h"
 #include "vision/textenc.h"
 
 #include <stdio.h>
@@ -10,8 +13,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* bump with the weights in vision/data/figenc: stored vectors are keyed by this id */
+#define FIGURE_MODEL "mmrag-figenc-v1"
+
 struct embed_ctx {
+    kern_pool *pool;          /* shared by both encoders (one caller at a time) */
     textenc *te;
+    clip_model *fig;          /* NULL: images are found by their text only (fig_notice) */
+    char fig_path[4096], fig_notice[512];
     embed_progress_fn progress;
     void *progress_user;
     int64_t done, total;      /* of the current embed_pending */
@@ -24,25 +33,70 @@ void embed_set_progress(embed_ctx *e, embed_progress_fn fn, void *user) {
 
 /* The model cache is found without configuration from the build tree or an install:
  * given dir, $MMRAG_MODELS, ./models, then models/ beside or above the executable. */
+/* The first of rel[] (relative to the executable's folder) that exists and is a folder
+ * (want_dir) or a file; 1 with the path in buf, else 0. */
+static int beside_exe(const char *const *rel, size_t n, int want_dir, char *buf, size_t len) {
+    char exe[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k <= 0) return 0;
+    exe[k] = 0;
+    char *slash = strrchr(exe, '/');
+    if (slash) *slash = 0;
+    struct stat st;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(buf, len, "%s%s", exe, rel[i]);
+        if (stat(buf, &st) == 0 && (want_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode))) return 1;
+    }
+    return 0;
+}
+
 const char *embed_models_dir(const char *given, char *buf, size_t len) {
     const char *env = getenv("MMRAG_MODELS");
     if (given && *given) return given;
     if (env && *env) return env;
     struct stat st;
     if (stat("models", &st) == 0 && S_ISDIR(st.st_mode)) return "models";
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = 0;
-        static const char *const rel[] = {"/models", "/../models", "/../share/mmrag/models"};
-        for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
-            snprintf(buf, len, "%s%s", exe, rel[i]);
-            if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode)) return buf;
-        }
-    }
+    static const char *const rel[] = {"/models", "/../models", "/../share/mmrag/models"};
+    if (beside_exe(rel, sizeof rel / sizeof *rel, 1, buf, len)) return buf;
     return "models";
+}
+
+/* The figure encoder ships with mmrag (it is ours): $MMRAG_FIGENC (a file, or "none"),
+ * else <models>/figenc/, the source tree or the install beside the executable, else
+ * ./vision/data/figenc/. Returns 1 with a path, 0 when switched off. */
+static int figenc_path(const char *models, char *buf, size_t len) {
+    const char *env = getenv("MMRAG_FIGENC");
+    if (env && !strcmp(env, "none")) return 0;
+    if (env && *env) { snprintf(buf, len, "%s", env); return 1; }
+    struct stat st;
+    snprintf(buf, len, "%s/figenc/model.safetensors", models);
+    if (stat(buf, &st) == 0) return 1;
+    static const char *const rel[] = {"/../vision/data/figenc/model.safetensors",
+                                      "/../share/mmrag/figenc/model.safetensors"};
+    if (beside_exe(rel, sizeof rel / sizeof *rel, 0, buf, len)) return 1;
+    snprintf(buf, len, "vision/data/figenc/model.safetensors");
+    return 1;
+}
+
+/* A missing or broken figure encoder is a notice, never a failure: images keep their
+ * text-proxied vectors. */
+static void load_figenc(embed_ctx *e, const char *models) {
+    char err[300] = "";
+    if (!figenc_path(models, e->fig_path, sizeof e->fig_path)) {
+        snprintf(e->fig_notice, sizeof e->fig_notice, "figure encoder off (MMRAG_FIGENC=none): "
+                 "images are found by their caption and nearby text only");
+        return;
+    }
+    if (clip_create(e->fig_path, e->pool, &e->fig, err, sizeof err) == 0 &&
+        clip_dim(e->fig) != textenc_dim(e->te)) {
+        snprintf(err, sizeof err, "its vectors have %d dimensions, the text encoder's %d",
+                 clip_dim(e->fig), textenc_dim(e->te));
+        clip_free(e->fig);
+        e->fig = NULL;
+    }
+    if (!e->fig)
+        snprintf(e->fig_notice, sizeof e->fig_notice, "figure encoder not loaded (%.200s): images "
+                 "are found by their caption and nearby text only", err);
 }
 
 int embed_create(const char *models_dir, embed_ctx **out, char *err, size_t errlen) {
@@ -50,8 +104,17 @@ int embed_create(const char *models_dir, embed_ctx **out, char *err, size_t errl
     char dir[4096], found[4096];
     snprintf(dir, sizeof dir, "%s/minilm", embed_models_dir(models_dir, found, sizeof found));
     embed_ctx *e = calloc(1, sizeof *e);
-    if (!e) { snprintf(err, errlen, "out of memory"); return -1; }
-    if (textenc_create(dir, NULL, &e->te, err, errlen)) { free(e); return -1; }
+    if (!e || !(e->pool = kern_pool_create(0))) {
+        free(e);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    if (textenc_create(dir, e->pool, &e->te, err, errlen)) {
+        kern_pool_free(e->pool);
+        free(e);
+        return -1;
+    }
+    load_figenc(e, embed_models_dir(models_dir, found, sizeof found));
     *out = e;
     return 0;
 }
@@ -59,8 +122,23 @@ int embed_create(const char *models_dir, embed_ctx **out, char *err, size_t errl
 void embed_free(embed_ctx *e) {
     if (!e) return;
     textenc_free(e->te);
+    clip_free(e->fig);
+    kern_pool_free(e->pool);
     free(e);
 }
+
+void embed_retr_config(embed_ctx *e, retr_config *c) {
+    if (!e) return;
+    c->text.model = c->image.model = textenc_model_id(e->te);
+    c->text.dim = c->image.dim = textenc_dim(e->te);
+    c->text.encode = retr_textenc_encode;
+    c->text.user = e->te;
+    c->figure.model = embed_figure_model_id(e);
+    c->figure.dim = e->fig ? clip_dim(e->fig) : 0;
+}
+
+const char *embed_figure_model_id(const embed_ctx *e) { return e && e->fig ? FIGURE_MODEL : NULL; }
+const char *embed_figure_notice(const embed_ctx *e) { return e ? e->fig_notice : ""; }
 
 const char *embed_model_id(const embed_ctx *e) { return textenc_model_id(e->te); }
 int embed_dim(const embed_ctx *e) { return textenc_dim(e->te); }
@@ -220,6 +298,59 @@ static int embed_sentences(embed_ctx *e, store *s, char *err, size_t errlen) {
     }
 }
 
+/* ---- figure space: images by their pixels ---------------------------------------- */
+/* One image's figure vector from its stored crop. An image that does not decode gets a
+ * zero vector (cosine 0 with every query: never a hit) so that it is not retried forever. */
+static void embed_one_figure(embed_ctx *e, const store_todo *t, float *out, int32_t dim) {
+    vision_image img = {0};
+    char err[256];
+    memset(out, 0, (size_t)dim * sizeof *out);
+    if (!t->png || !t->png_len ||
+        vision_image_load_buffer(t->png, t->png_len, 0, 0, &img, err, sizeof err) ||
+        clip_embed_image(e->fig, &img, 0, out, err, sizeof err))
+        memset(out, 0, (size_t)dim * sizeof *out);
+    vision_image_free(&img);
+}
+
+static int embed_figures(embed_ctx *e, store *s, int64_t *done, char *err, size_t errlen) {
+    int32_t dim = e->fig ? clip_dim(e->fig) : 0;
+    int64_t after = 0;
+    while (e->fig) {
+        store_todo *items = NULL;
+        int32_t n = 0;
+        if (store_images_without_vector(s, "image", FIGURE_MODEL, after, 16, &items, &n) != STORE_OK) {
+            snprintf(err, errlen, "%s", store_errmsg(s));
+            return -1;
+        }
+        if (n == 0) { store_todos_free(items, n); return 0; }
+        float *vec = malloc((size_t)n * (size_t)dim * sizeof *vec);
+        store_vec *vs = calloc((size_t)n, sizeof *vs);
+        int rc = vec && vs ? 0 : -1;
+        if (rc) snprintf(err, errlen, "out of memory");
+        for (int32_t i = 0; !rc && i < n; i++) {
+            embed_one_figure(e, &items[i], vec + (size_t)i * (size_t)dim, dim);
+            vs[i] = (store_vec){STORE_OWNER_IMAGE, items[i].id, vec + (size_t)i * (size_t)dim};
+        }
+        int32_t written = 0;
+        if (!rc && store_vectors_put(s, "image", FIGURE_MODEL, dim, vs, n, &written) != STORE_OK) {
+            snprintf(err, errlen, "%s", store_errmsg(s));
+            rc = -1;
+        }
+        *done += written;
+        e->done += written;
+        after = items[n - 1].id;
+        free(vec);
+        free(vs);
+        store_todos_free(items, n);
+        if (rc) return -1;
+        if (e->progress && e->progress(e->progress_user, e->done, e->total)) {
+            snprintf(err, errlen, "stopped");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* What is missing: chunks and images minus the vectors this model has for them. */
 static int64_t pending_total(embed_ctx *e, store *s) {
     store_counts c;
@@ -229,28 +360,33 @@ static int64_t pending_total(embed_ctx *e, store *s) {
         store_vectors_count(s, "text", model, STORE_OWNER_CHUNK, &tv) != STORE_OK ||
         store_vectors_count(s, "image", model, STORE_OWNER_IMAGE, &iv) != STORE_OK)
         return 0;
-    int64_t t = c.chunks - tv + c.images - iv;
+    int64_t t = c.chunks - tv + c.images - iv, fv = 0;
+    if (e->fig && store_vectors_count(s, "image", FIGURE_MODEL, STORE_OWNER_IMAGE, &fv) == STORE_OK)
+        t += c.images - fv;
     return t > 0 ? t : 0;
 }
 
 int embed_pending(embed_ctx *e, store *s, embed_counts *n, char *err, size_t errlen) {
-    embed_counts local = {0, 0};
+    embed_counts local = {0, 0, 0};
     if (!n) n = &local;
     *n = local;
     e->done = 0;
     e->total = e->progress ? pending_total(e, s) : 0;
     if (embed_space(e, s, 0, &n->chunks, err, errlen)) return -1;
     if (embed_space(e, s, 1, &n->images, err, errlen)) return -1;
+    if (embed_figures(e, s, &n->figures, err, errlen)) return -1;
     return embed_sentences(e, s, err, errlen);
 }
 
 int embed_has_pending(embed_ctx *e, store *s) {
     const char *model = textenc_model_id(e->te);
     int any = 0;
-    for (int what = 0; what < 3 && !any; what++) {
+    for (int what = 0; what < 4 && !any; what++) {
         store_todo *items = NULL;
         int32_t n = 0;
-        int rc = what == 2 ? store_chunks_without_sentvecs(s, model, 0, 1, &items, &n)
+        if (what == 3 && !e->fig) break;
+        int rc = what == 3 ? store_images_without_vector(s, "image", FIGURE_MODEL, 0, 1, &items, &n)
+                 : what == 2 ? store_chunks_without_sentvecs(s, model, 0, 1, &items, &n)
                  : what   ? store_images_without_vector(s, "image", model, 0, 1, &items, &n)
                           : store_chunks_without_vector(s, "text", model, 0, 1, &items, &n);
         any = rc == STORE_OK && n > 0;

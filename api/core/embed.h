@@ -1,12 +1,16 @@
-/* api/core/embed — write text embeddings for chunks (and caption text of images) that
- * lack them, with the MiniLM text encoder. Shared by the REST server and the library
- * facade (api/lib/lib.c). The image space uses the same text model (caption + anchored
- * chunk text), which is what retrieval/ expects when no CLIP space is configured. */
+/* api/core/embed — write the vectors chunks and images lack. Shared by the CLI, the REST
+ * server and the library facade (api/lib/lib.c). Spaces, all in MiniLM's 384-d space:
+ *   text    chunks (section path + text) and their sentences, MiniLM;
+ *   image   images by their caption and anchored chunk text, MiniLM;
+ *   figure  images by their pixels, mmrag's own figure encoder (vision/data/figenc,
+ *           trained LiT-style against the locked MiniLM), so one query vector searches all.
+ * Without a usable figure encoder the figure space is simply off (embed_figure_notice). */
 #ifndef MMRAG_API_EMBED_H
 #define MMRAG_API_EMBED_H
 #include <stddef.h>
 #include <stdint.h>
 #include "index/store.h"
+#include "retrieval/retrieval.h"
 
 typedef struct embed_ctx embed_ctx;
 /* Load the encoder from models_dir/minilm (NULL = $MMRAG_MODELS or "models").
@@ -15,11 +19,20 @@ int embed_create(const char *models_dir, embed_ctx **out, char *err, size_t errl
 void embed_free(embed_ctx *e);
 const char *embed_model_id(const embed_ctx *e);
 int embed_dim(const embed_ctx *e);
+/* The figure space's model id, or NULL when the figure encoder is off or did not load;
+ * then embed_figure_notice() says why (a line for the user, "" when it loaded). The file:
+ * $MMRAG_FIGENC ("none" = off), <models>/figenc/model.safetensors, the source tree's or
+ * the install's copy beside the executable, ./vision/data/figenc/model.safetensors. */
+const char *embed_figure_model_id(const embed_ctx *e);
+const char *embed_figure_notice(const embed_ctx *e);
+/* The retriever's spaces for this encoder (text with its query encoder, image, figure when
+ * loaded); e NULL leaves c untouched (BM25 only). One place for the CLI, server, library. */
+void embed_retr_config(embed_ctx *e, retr_config *c);
 void *embed_textenc(embed_ctx *e);   /* the textenc * (for retr_textenc_encode) */
 /* Where the model files are: `given` if set, else $MMRAG_MODELS, ./models, or models/
  * beside/above the executable. Returns given, the env value, a literal, or buf. */
 const char *embed_models_dir(const char *given, char *buf, size_t len);
-typedef struct { int64_t chunks, images; } embed_counts;
+typedef struct { int64_t chunks, images, figures; } embed_counts;
 /* Embed every chunk/image of the store without a vector; n (may be NULL) counts the
  * vectors written. Returns 0 or -1. */
 int embed_pending(embed_ctx *e, store *s, embed_counts *n, char *err, size_t errlen);

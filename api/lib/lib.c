@@ -143,12 +143,7 @@ int mmrag_open(const char *dir, const mmrag_options *o, mmrag **out, char *err, 
     }
     retr_config rcfg;
     retr_config_default(&rcfg);
-    if (h->emb) {
-        rcfg.text.model = rcfg.image.model = embed_model_id(h->emb);
-        rcfg.text.dim = rcfg.image.dim = embed_dim(h->emb);
-        rcfg.text.encode = retr_textenc_encode;
-        rcfg.text.user = embed_textenc(h->emb);
-    }
+    embed_retr_config(h->emb, &rcfg);
     if (retr_create(h->st, &rcfg, &h->retr, err, errlen)) { mmrag_close(h); return MMRAG_ERR_STORE; }
     *out = h;
     return MMRAG_OK;

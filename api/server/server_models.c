@@ -54,6 +54,8 @@ int srv_query_init(srv_server *s, char *err, size_t errlen) {
         fprintf(stderr, "mmrag serve: no text encoder (%s): search runs BM25 only\n", q->emb_err);
     else if (vpe_create(embed_textenc(q->emb), NULL, &q->vpe, q->emb_err, sizeof q->emb_err))
         fprintf(stderr, "mmrag serve: %s: /v1/locate is unavailable\n", q->emb_err);
+    if (q->emb && *embed_figure_notice(q->emb))
+        fprintf(stderr, "mmrag serve: note: %s\n", embed_figure_notice(q->emb));
     const char *m = s->cfg.models ? s->cfg.models : getenv("MMRAG_MODELS");
     char path[4200];
     if (s->cfg.gen_slots <= 0) s->cfg.gen_slots = 1;
@@ -105,14 +107,7 @@ retriever *srv_query_retriever(srv_server *s, srv_coll *coll, char *err, size_t 
     if (store_open(coll->dir, NULL, &c->st, err, errlen) != STORE_OK) { free(c); goto out; }
     retr_config rc;
     retr_config_default(&rc);
-    if (q->emb) {
-        rc.text.model = embed_model_id(q->emb);
-        rc.text.dim = embed_dim(q->emb);
-        rc.text.encode = retr_textenc_encode;
-        rc.text.user = embed_textenc(q->emb);
-        rc.image.model = embed_model_id(q->emb);
-        rc.image.dim = embed_dim(q->emb);
-    }
+    embed_retr_config(q->emb, &rc);
     if (retr_create(c->st, &rc, &c->r, err, errlen)) { store_close(c->st); free(c); goto out; }
     c->coll = coll;
     c->next = q->retrs;
