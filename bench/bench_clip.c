@@ -4,7 +4,9 @@
  * 224x224, projection 512; `--tiny` = the golden fixture's tiny shape), generated with the
  * shared PRNG (tests/clip_gen.h) and written as safetensors under $MMRAG_TMP. No real CLIP
  * weights are available (see the closing note), so this measures speed only.
- * Usage: bench_clip [--tiny] [--images N] [--no-ref] */
+ * --figenc: mmrag's own figure encoder (vision/data/figenc) instead, on the same random
+ * 224x224 images (196 tokens); no PyTorch column (its training code is the reference).
+ * Usage: bench_clip [--tiny | --figenc] [--images N] [--no-ref] */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -91,9 +93,10 @@ static int write_weights(const char *dir, shape s) {
 int main(int argc, char **argv) {
     shape s = {768, 12, 12, 3072, 32, 224, 512};
     const char *label = "ViT-B/32 shape";
-    int n = 8, no_ref = 0;
+    int n = 8, no_ref = 0, figenc = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tiny")) { s = (shape){64, 2, 4, 256, 8, 32, 32}; label = "tiny"; }
+        else if (!strcmp(argv[i], "--figenc")) { figenc = no_ref = 1; s.image = 224; label = "mmrag figure encoder"; }
         else if (!strcmp(argv[i], "--images") && i + 1 < argc) n = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-ref")) no_ref = 1;
     }
@@ -101,11 +104,14 @@ int main(int argc, char **argv) {
     const char *tmp = getenv("MMRAG_TMP");
     char dir[512], path[600], err[256] = "";
     snprintf(dir, sizeof dir, "%s/bench_clip_%d", tmp && *tmp ? tmp : "/tmp", (int)getpid());
-    if (write_weights(dir, s)) {
+    if (figenc) {
+        snprintf(path, sizeof path, "vision/data/figenc/model.safetensors");
+    } else if (write_weights(dir, s)) {
         printf("clip image encoder: cannot write weights under %s\n", dir);
         return 1;
+    } else {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
     }
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
     kern_pool *pool = kern_pool_create(0);
     int threads = kern_pool_size(pool);
     kern_pool_free(pool);
@@ -161,13 +167,16 @@ int main(int argc, char **argv) {
     if (pp) pclose(pp);
     getrusage(RUSAGE_CHILDREN, &ru);
     long ref_rss = ru.ru_maxrss;
-    unlink(path);
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    unlink(path);
-    rmdir(dir);
+    if (!figenc) {
+        unlink(path);
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        unlink(path);
+        rmdir(dir);
+    }
 
-    printf("clip image encoder (%s, random weights, %dx%d -> %d tokens), %d images, %d threads, "
-           "cpu path %s\n", label, s.image, s.image, mt, n, threads, kern_cpu_path());
+    printf("clip image encoder (%s, %s weights, %dx%d -> %d tokens), %d images, %d threads, "
+           "cpu path %s\n", label, figenc ? "trained" : "random", s.image, s.image, mt, n, threads,
+           kern_cpu_path());
     printf("  %-28s %12s %14s\n", "", "images/s", "peak RSS MiB");
     printf("  %-28s %12.2f %14.1f\n", "mmrag", ours, our_rss / 1024.0);
     if (ours1 > 0) printf("  %-28s %12.2f\n", "mmrag, 1 thread", ours1);

@@ -335,6 +335,18 @@ static void position_sat(const ctx *x, float *sat) {
     }
 }
 
+void vpe_scope_of(const char *description, vpe_scope *out) {
+    vpe_query q;
+    vpe_query_parse(description ? description : "", &q);
+    *out = (vpe_scope){q.page, q.ordinal, q.label_num, q.label_table};
+}
+
+int vpe_text_has_label(const char *text, int32_t num, int32_t table) {
+    return num > 0 && has_label(text, num, table);
+}
+
+textenc *vpe_text_encoder(vpe *v) { return v ? v->te : NULL; }
+
 /* CLIP term: best patch token of the region's preview against the description. */
 static int clip_sat(vpe *v, const vpe_region *c, int32_t n, const uint8_t *elig,
                     const char *desc, float *sat, uint8_t *has, char *err, size_t errlen) {
@@ -460,8 +472,10 @@ int vpe_locate(vpe *v, const vpe_region *cands, int32_t n, const char *descripti
                     isfinite(r->box[3]) && r->box[2] >= r->box[0] && r->box[3] >= r->box[1];
         elig[i] = okbox && (page <= 0 || r->page == page);
         n_elig += elig[i];
-        texts[2 * i] = r->text;
-        texts[2 * i + 1] = r->context;
+        /* only eligible regions can win, rank second, count as ordinals or anchors: the
+         * others are not embedded (a page given = that page's regions only) */
+        texts[2 * i] = elig[i] ? r->text : NULL;
+        texts[2 * i + 1] = elig[i] ? r->context : NULL;
     }
     texts[2 * n] = q.target;
     texts[2 * n + 1] = q.anchor;

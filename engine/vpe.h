@@ -96,6 +96,23 @@ void vpe_free(vpe *v);   /* NULL is a no-op */
 int vpe_locate(vpe *v, const vpe_region *cands, int32_t n, const char *description,
                const vpe_options *o, vpe_result *out, char *err, size_t errlen);
 
+/* What a description pins down before any scoring, for callers that narrow a large
+ * document to a few pages before vpe_locate: the page it names ("on page 3"), whether it
+ * counts regions across pages (an ordinal: "the second figure" needs every page), and
+ * the label it asks for ("figure 2": num 2, table 0). */
+typedef struct vpe_scope {
+    int32_t page;            /* 0 = none named */
+    int32_t ordinal;         /* 0 = none */
+    int32_t label_num;       /* 0 = none */
+    int32_t label_table;     /* the label is "table N" (else "figure N") */
+} vpe_scope;
+void vpe_scope_of(const char *description, vpe_scope *out);
+/* Does text carry the label "Figure N" / "Fig. N" (table 0) or "Table N" (table 1)? */
+int vpe_text_has_label(const char *text, int32_t num, int32_t table);
+/* The text encoder v was created with (its vectors are comparable with the store's text
+ * space of the same model). */
+textenc *vpe_text_encoder(vpe *v);
+
 /* Intersection over union of two normalized boxes (0 when either is empty). */
 float vpe_iou(const float a[4], const float b[4]);
 #endif

@@ -8,6 +8,8 @@ trap 'rm -rf "$MMRAG_TMP"' EXIT
 for b in "$@"; do
   echo "== $(basename "$b")"
   "$b" || echo "bench $(basename "$b") failed (exit $?)"
+  # the figure encoder we ship (issue 13 target: >= 20 figures/s on 2 cores)
+  [ "$(basename "$b")" = bench_clip ] && { "$b" --figenc --images 64 || echo "bench_clip --figenc failed"; }
 done
 # llama.cpp on the same GGUF and threads, next to the engine (a note when it is not built)
 for b in "$@"; do

@@ -35,6 +35,22 @@ for f in "$tmp/broken.safetensors" "$tmp/missing.safetensors"; do
   [[ $top == *"Revenue by quarter"* ]] && grep -q "figure encoder not loaded" "$tmp/err" && ok "figure encoder $(basename "$f"): notice, caption search still works" || bad "figure encoder $(basename "$f"): '$top' $(cat "$tmp/err")"
 done
 
+# locate without a page on a long document: stored vectors propose a few pages, VPE scores
+# only their regions (api/core/locate.c), and finds what it finds with every page
+if command -v pdfunite >/dev/null; then
+  args=(); for _ in $(seq 1 12); do args+=("$tmp/pdf/corpus.pdf"); done
+  pdfunite "${args[@]}" "$tmp/long.pdf" 2>/dev/null
+  "$m" index --db "$tmp/longdb" "$tmp/long.pdf" >/dev/null 2>&1
+  out=$("$m" locate --db "$tmp/longdb" --doc 1 --debug "the bar chart comparing output per quarter" 2>"$tmp/dbg")
+  pg=$(printf '%s' "$out" | grep -o 'page [0-9]*' | head -n1 | awk '{print $2}')
+  scored=$(grep -c "^vpe:  #" "$tmp/dbg")
+  [[ $out == found* || $out == *"page"* ]] && [ -n "$pg" ] && [ $((pg % 5)) = 2 ] && [ "$scored" -lt 200 ] &&
+    ok "locate, 60 pages, no page given: page $pg (a copy of page 2), $scored regions scored" ||
+    bad "locate on the long document: '$out' ($scored regions scored)"
+  pg2=$("$m" locate --db "$tmp/longdb" --doc 1 --page "$pg" "the bar chart comparing output per quarter" | grep -o 'page [0-9]*' | head -n1)
+  [ "$pg2" = "page $pg" ] && ok "locate with that page gives the same page" || bad "locate --page $pg: $pg2"
+else bad "locate long document: pdfunite missing"; fi
+
 doc=$("$m" ls 2>/dev/null | grep -i northwind | awk '{print $1}' | head -n1)
 q="revenue chart dividend Northwind"
 before=$("$m" search "$q" -k 10 --json 2>/dev/null | grep -c '"doc_id": '"$doc"',')

@@ -13,9 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* bump with the weights in vision/data/figenc: stored vectors are keyed by this id */
-#define FIGURE_MODEL "mmrag-figenc-v1"
-
 struct embed_ctx {
     kern_pool *pool;          /* shared by both encoders (one caller at a time) */
     textenc *te;
@@ -137,7 +134,7 @@ void embed_retr_config(embed_ctx *e, retr_config *c) {
     c->figure.dim = e->fig ? clip_dim(e->fig) : 0;
 }
 
-const char *embed_figure_model_id(const embed_ctx *e) { return e && e->fig ? FIGURE_MODEL : NULL; }
+const char *embed_figure_model_id(const embed_ctx *e) { return e && e->fig ? EMBED_FIGURE_MODEL : NULL; }
 const char *embed_figure_notice(const embed_ctx *e) { return e ? e->fig_notice : ""; }
 
 const char *embed_model_id(const embed_ctx *e) { return textenc_model_id(e->te); }
@@ -318,7 +315,7 @@ static int embed_figures(embed_ctx *e, store *s, int64_t *done, char *err, size_
     while (e->fig) {
         store_todo *items = NULL;
         int32_t n = 0;
-        if (store_images_without_vector(s, "image", FIGURE_MODEL, after, 16, &items, &n) != STORE_OK) {
+        if (store_images_without_vector(s, "image", EMBED_FIGURE_MODEL, after, 16, &items, &n) != STORE_OK) {
             snprintf(err, errlen, "%s", store_errmsg(s));
             return -1;
         }
@@ -332,7 +329,7 @@ static int embed_figures(embed_ctx *e, store *s, int64_t *done, char *err, size_
             vs[i] = (store_vec){STORE_OWNER_IMAGE, items[i].id, vec + (size_t)i * (size_t)dim};
         }
         int32_t written = 0;
-        if (!rc && store_vectors_put(s, "image", FIGURE_MODEL, dim, vs, n, &written) != STORE_OK) {
+        if (!rc && store_vectors_put(s, "image", EMBED_FIGURE_MODEL, dim, vs, n, &written) != STORE_OK) {
             snprintf(err, errlen, "%s", store_errmsg(s));
             rc = -1;
         }
@@ -361,7 +358,7 @@ static int64_t pending_total(embed_ctx *e, store *s) {
         store_vectors_count(s, "image", model, STORE_OWNER_IMAGE, &iv) != STORE_OK)
         return 0;
     int64_t t = c.chunks - tv + c.images - iv, fv = 0;
-    if (e->fig && store_vectors_count(s, "image", FIGURE_MODEL, STORE_OWNER_IMAGE, &fv) == STORE_OK)
+    if (e->fig && store_vectors_count(s, "image", EMBED_FIGURE_MODEL, STORE_OWNER_IMAGE, &fv) == STORE_OK)
         t += c.images - fv;
     return t > 0 ? t : 0;
 }
@@ -385,7 +382,7 @@ int embed_has_pending(embed_ctx *e, store *s) {
         store_todo *items = NULL;
         int32_t n = 0;
         if (what == 3 && !e->fig) break;
-        int rc = what == 3 ? store_images_without_vector(s, "image", FIGURE_MODEL, 0, 1, &items, &n)
+        int rc = what == 3 ? store_images_without_vector(s, "image", EMBED_FIGURE_MODEL, 0, 1, &items, &n)
                  : what == 2 ? store_chunks_without_sentvecs(s, model, 0, 1, &items, &n)
                  : what   ? store_images_without_vector(s, "image", model, 0, 1, &items, &n)
                           : store_chunks_without_vector(s, "text", model, 0, 1, &items, &n);

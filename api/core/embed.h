@@ -12,6 +12,10 @@
 #include "index/store.h"
 #include "retrieval/retrieval.h"
 
+/* The figure vectors' model id in the store (image space); bump with the weights in
+ * vision/data/figenc. */
+#define EMBED_FIGURE_MODEL "mmrag-figenc-v1"
+
 typedef struct embed_ctx embed_ctx;
 /* Load the encoder from models_dir/minilm (NULL = $MMRAG_MODELS or "models").
  * Returns 0 or -1 with a message (missing model files: callers run BM25-only). */

@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "api/core/locate.h"
+#include "api/core/embed.h"
+#include "retrieval/retrieval.h"
+#include "vision/textenc.h"
 
 
 typedef struct {
@@ -161,6 +164,86 @@ int locate_cands_build(store *s, int64_t doc, int32_t page, locate_cands *out) {
     return STORE_OK;
 }
 
+/* ---- narrowing a large document to the pages its stored vectors propose ---------- */
+#define NARROW_MIN 200       /* fewer candidates: VPE scores them all */
+#define NARROW_PAGES 8       /* pages kept */
+
+/* Cosine of q with the stored vector of (owner, id) in (space, model), gain applied;
+ * -2 when there is none. */
+static float stored_cos(store *s, int32_t owner, int64_t id, const char *model, const float *q,
+                        float *v, int32_t dim, float gain) {
+    int32_t d = 0;
+    const char *space = owner == STORE_OWNER_CHUNK ? "text" : "image";
+    if (store_vector_get(s, owner, id, space, model, v, dim, &d) != STORE_OK || d != dim) return -2;
+    float c = 0;
+    for (int32_t k = 0; k < dim; k++) c += q[k] * v[k];
+    return c * gain;
+}
+
+/* Per candidate: the best stored cosine with the description (text or caption vector,
+ * figure vector at the retrieval gain), 2 when it carries the asked label. Returns the
+ * number of candidates that had a vector. */
+static int32_t score_cands(store *s, textenc *te, const locate_cands *c, const vpe_scope *sc,
+                           const float *q, float *score) {
+    int32_t dim = textenc_dim(te), have = 0;
+    float *v = malloc((size_t)dim * sizeof *v);
+    for (int32_t i = 0; v && i < c->n; i++) {
+        const vpe_region *r = &c->r[i];
+        int32_t owner = c->is_image[i] ? STORE_OWNER_IMAGE : STORE_OWNER_CHUNK;
+        float a = stored_cos(s, owner, r->ref_id, textenc_model_id(te), q, v, dim, 1);
+        if (c->is_image[i])
+            a = fmaxf(a, stored_cos(s, owner, r->ref_id, EMBED_FIGURE_MODEL, q, v, dim, RETR_FIGURE_GAIN));
+        have += a > -1.5f;
+        if (vpe_text_has_label(r->text, sc->label_num, sc->label_table)) a = 2;
+        score[i] = a;
+    }
+    free(v);
+    return have;
+}
+
+/* Keep the candidates of the NARROW_PAGES pages whose best candidate scores highest. A
+ * description that names a page or counts regions across pages, a small document, or one
+ * mostly without stored vectors is left whole. Returns 0, or -1 (encoder failure: the
+ * caller goes on with every candidate). */
+static int narrow_pages(store *s, vpe *v, locate_cands *c, const char *desc) {
+    vpe_scope sc;
+    vpe_scope_of(desc, &sc);
+    textenc *te = vpe_text_encoder(v);
+    if (sc.page || sc.ordinal || c->n < NARROW_MIN || !te) return 0;
+    int32_t dim = textenc_dim(te), maxp = 0;
+    for (int32_t i = 0; i < c->n; i++) maxp = c->r[i].page > maxp ? c->r[i].page : maxp;
+    float *q = malloc((size_t)dim * sizeof *q), *score = malloc((size_t)c->n * sizeof *score);
+    float *best = malloc((size_t)(maxp + 1) * sizeof *best);
+    char err[256];
+    const char *t[1] = {desc};
+    int rc = q && score && best ? textenc_embed(te, t, 1, q, err, sizeof err) : -1;
+    if (!rc && score_cands(s, te, c, &sc, q, score) * 2 >= c->n) {
+        for (int32_t p = 0; p <= maxp; p++) best[p] = -3;
+        for (int32_t i = 0; i < c->n; i++)
+            if (score[i] > best[c->r[i].page]) best[c->r[i].page] = score[i];
+        /* the NARROW_PAGES-th best page score is the bar */
+        float bar = -3;
+        for (int k = 0; k < NARROW_PAGES; k++) {
+            float top = -3;
+            for (int32_t p = 0; p <= maxp; p++)
+                if (best[p] > top && (k == 0 || best[p] < bar)) top = best[p];
+            if (top <= -3) break;
+            bar = top;
+        }
+        int32_t m = 0;
+        for (int32_t i = 0; i < c->n; i++)
+            if (best[c->r[i].page] >= bar) {
+                c->r[m] = c->r[i];
+                c->is_image[m++] = c->is_image[i];
+            }
+        c->n = m;
+    }
+    free(q);
+    free(score);
+    free(best);
+    return rc;
+}
+
 static int locate_status(int store_rc) {
     switch (store_rc) {
     case STORE_ERR_NOTFOUND: return LOCATE_ERR_NOTFOUND;
@@ -198,14 +281,16 @@ int api_locate(store *s, vpe *v, int64_t doc, const char *description, const vpe
         snprintf(err, errlen, "locate: no region localizer (the text model is not loaded)");
         return LOCATE_ERR_NOMODEL;
     }
-    /* Candidates of every page: VPE applies o->page itself (as `mmrag locate` always did). */
+    /* With a page, only its candidates (VPE filters to it anyway); without, every page:
+     * the description may name one ("on page 3"), which VPE parses. */
     locate_cands c = {0};
-    rc = locate_cands_build(s, doc, 0, &c);
+    rc = locate_cands_build(s, doc, o->page, &c);
     if (rc != STORE_OK) {
         snprintf(err, errlen, "%s", store_errmsg(s));
         locate_cands_free(&c);
         return locate_status(rc);
     }
+    if (!o->page) narrow_pages(s, v, &c, description);  /* a failure: all candidates stay */
     int st = LOCATE_OK;
     if (vpe_locate(v, c.r, c.n, description, o, &out->r, err, errlen)) st = LOCATE_ERR_VPE;
     else if (out->r.index >= 0 && out->r.index < c.n) out->is_image = c.is_image[out->r.index];
