@@ -62,3 +62,8 @@ for llm in ${MMRAG_EVAL_LLMS:-}; do
     || echo "eval answers: failed ($(tail -1 "$tmp/ans.txt"))"
   sed -n '/^answers (mode/,$p' "$tmp/ans.txt"
 done
+
+# figures: 101 real figures of octave-doc and python-reportlab-doc (reserved for evaluation,
+# never trained or tuned on), labelled from the pixels (tests/data/figures_real.json)
+echo "== real figures (tests/data/figures_real.json)"
+/usr/bin/python3 "$here/scripts/eval_figures.py" "$build" "$models" || echo "eval figures: failed"

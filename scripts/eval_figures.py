@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Figure evaluation on real figures nobody tuned on (issue 13), printed by `make eval`.
+
+tests/data/figures_real.json: 101 figures of octave.pdf (octave-doc) and
+reportlab-userguide.pdf (python-reportlab-doc), labelled by a person from the pixels (type,
+an appearance description that avoids caption words, the box). These two packages are
+reserved for evaluation: nothing was trained or tuned on them.
+
+  /usr/bin/python3 scripts/eval_figures.py BUILD MODELS   (fetches the .debs with apt)
+
+Prints, with the figure encoder and without it (MMRAG_FIGENC=none):
+  - detection: labelled figures whose box mmrag's ingest found (an image with IoU >= 0.5);
+  - image-only R@5: `mmrag search --sources image` with the description, hit = one of the
+    top 5 images on the right page with IoU >= 0.5 (over all figures, and over detected);
+  - VPE hit@IoU>=0.5: `mmrag locate` with the description, with and without the page;
+  - zero-shot figure type (figure encoder only): the labelled box cropped from a 144-dpi
+    render, embedded by the training code's forward pass (vision/train/figenc_model.py,
+    equal to the C path: tests/test_figenc.c), against one prompt per type.
+"""
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROMPTS = {"bar": "a bar chart", "line": "a line plot", "scatter": "a scatter plot",
+           "pie": "a pie chart", "histogram": "a histogram", "surface3d": "a 3D surface plot",
+           "diagram": "a diagram of boxes connected by arrows", "table": "a table",
+           "photo": "a photograph", "drawing": "a drawing of geometric shapes",
+           "text": "an image of text"}
+
+
+def iou(a, b):
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    u = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / u if u > 0 else 0.0
+
+
+def fetch(pdfs, cache):
+    os.makedirs(cache, exist_ok=True)
+    out = {}
+    for name, p in pdfs.items():
+        dst = os.path.join(cache, name)
+        ok = os.path.exists(dst) and hashlib.sha256(open(dst, "rb").read()).hexdigest() == p["sha256"]
+        if not ok:
+            work = tempfile.mkdtemp(dir=cache)
+            os.chmod(work, 0o755)
+            subprocess.run(["apt-get", "download", "-qq", f"{p['package']}={p['version']}"], cwd=work,
+                           check=True, stdout=subprocess.DEVNULL)
+            deb = [f for f in os.listdir(work) if f.endswith(".deb")][0]
+            subprocess.run(["dpkg-deb", "-x", deb, "x"], cwd=work, check=True)
+            os.replace(os.path.join(work, "x", p["path"]), dst)
+            subprocess.run(["rm", "-rf", work])
+            if hashlib.sha256(open(dst, "rb").read()).hexdigest() != p["sha256"]:
+                sys.exit(f"eval-figures: {name}: sha256 mismatch")
+        out[name] = dst
+    return out
+
+
+def run(cmd, env=None):
+    return subprocess.run(cmd, capture_output=True, text=True, env=env).stdout
+
+
+def main():
+    build, models = sys.argv[1], sys.argv[2]
+    mm = os.path.join(build, "mmrag")
+    labels = json.load(open(os.path.join(ROOT, "tests/data/figures_real.json")))
+    figs = labels["figures"]
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "mmrag", "eval-figures")
+    pdfs = fetch(labels["pdfs"], cache)
+    db = os.path.join(cache, "db")
+    env = dict(os.environ, MMRAG_MODELS=models)
+    if not os.path.exists(os.path.join(db, "mmrag.db")):
+        print("(indexing both PDFs with embeddings once; cached in", db + ")", flush=True)
+        subprocess.run([mm, "index", "--db", db] + list(pdfs.values()), env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+    con = sqlite3.connect(os.path.join(db, "mmrag.db"))
+    docid = {os.path.basename(p): i for i, p in con.execute("SELECT id, path FROM documents")}
+    images = {}  # id -> (doc name, page, box)
+    names = {v: k for k, v in docid.items()}
+    for i, d, pg, x0, y0, x1, y1 in con.execute("SELECT id, doc, page, x0, y0, x1, y1 FROM images"):
+        images[i] = (names.get(d), pg, [x0, y0, x1, y1])
+
+    def matches(f, image_id):
+        im = images.get(image_id)
+        return im and im[0] == f["doc"] and im[1] == f["page"] and iou(im[2], f["box"]) >= 0.5
+
+    detected = [f for f in figs if any(matches(f, i) for i in images)]
+    print(f"figures: {len(figs)} labelled, {len(detected)} detected by ingest (an image with IoU >= 0.5)")
+    for label, fenv in (("with the figure encoder", env), ("without (MMRAG_FIGENC=none)", dict(env, MMRAG_FIGENC="none"))):
+        r5 = r5d = loc = locp = 0
+        for f in figs:
+            out = run([mm, "search", "--db", db, "--sources", "image", "-k", "5", "--json", f["description"]], fenv)
+            try:
+                hits = json.loads(out)["hits"]
+            except (ValueError, KeyError):
+                hits = []
+            hit = any(matches(f, h.get("image_id")) for h in hits)
+            r5 += hit
+            r5d += hit and f in detected
+            for with_page in (0, 1):
+                cmd = [mm, "locate", "--db", db, "--doc", str(docid[f["doc"]]), "--json", "--threshold", "0"]
+                if with_page:
+                    cmd += ["--page", str(f["page"])]
+                try:
+                    r = json.loads(run(cmd + [f["description"]], fenv))
+                    good = r.get("page") == f["page"] and iou(r.get("box", [0, 0, 0, 0]), f["box"]) >= 0.5
+                except ValueError:
+                    good = False
+                if with_page:
+                    locp += good
+                else:
+                    loc += good
+        n, nd = len(figs), max(1, len(detected))
+        print(f"{label}: image-only R@5 {r5 / n:.3f} (detected only {r5d / nd:.3f}); "
+              f"VPE hit@IoU>=0.5 {loc / n:.3f} without the page, {locp / n:.3f} with it")
+    type_accuracy(figs, pdfs, models)
+
+
+def type_accuracy(figs, pdfs, models):
+    try:
+        import torch
+        from PIL import Image
+    except ImportError:
+        print("figure type: skipped (needs /usr/bin/python3 with torch and PIL: make deps-dev)")
+        return
+    sys.path.insert(0, os.path.join(ROOT, "vision", "train"))
+    from figenc_model import CLIP_MEAN, CLIP_STD, FigureViT, MiniLM, patch_grid, patches_from_pixels
+    d = os.path.join(ROOT, "vision", "data", "figenc")
+    m = FigureViT.from_file(os.path.join(d, "model.safetensors"), json.load(open(os.path.join(d, "config.json")))).eval()
+    text = MiniLM(os.path.join(models, "minilm"))
+    kinds = sorted(PROMPTS)
+    P = text.embed([PROMPTS[k] for k in kinds])
+    right = total = 0
+    per = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in figs:
+            if f["type"] not in PROMPTS:
+                continue
+            base = os.path.join(tmp, "p")
+            subprocess.run(["pdftoppm", "-r", "144", "-png", "-f", str(f["page"]), "-l", str(f["page"]),
+                            "-singlefile", pdfs[f["doc"]], base], check=True)
+            page = Image.open(base + ".png").convert("RGB")
+            W, H = page.size
+            b = f["box"]
+            crop = page.crop((int(b[0] * W), int(b[1] * H), int(b[2] * W) + 1, int(b[3] * H) + 1))
+            gh, gw = patch_grid(crop.height, crop.width, 196, 16)
+            x = torch.tensor(list(crop.resize((gw * 16, gh * 16), Image.BICUBIC).getdata()), dtype=torch.float32)
+            x = x.reshape(1, gh * 16, gw * 16, 3).permute(0, 3, 1, 2) / 255.0
+            x = (x - torch.tensor(CLIP_MEAN).view(1, 3, 1, 1)) / torch.tensor(CLIP_STD).view(1, 3, 1, 1)
+            with torch.no_grad():
+                e = m(patches_from_pixels(x, 16), gh, gw)[0]
+            pred = kinds[int((P @ e).argmax())]
+            ok = pred == f["type"]
+            right += ok
+            total += 1
+            c = per.setdefault(f["type"], [0, 0])
+            c[0] += ok
+            c[1] += 1
+    print(f"figure type, zero-shot over {len(kinds)} types: {right}/{total} = {right / max(1, total):.3f} "
+          "(" + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(per.items())) + ")")
+
+
+if __name__ == "__main__":
+    main()
