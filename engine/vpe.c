@@ -22,9 +22,14 @@
 #define MARGIN_SCALE 0.05f      /* score margin at which the margin factor is ~0.73 */
 #define CLIP_MID 0.22f          /* CLIP image-text cosine at satisfaction 0.5 */
 #define CLIP_SLOPE 0.03f
+/* Figure-encoder cosine (text space) of a description with a figure: a plain kind query
+ * ("a pie chart") scores ~0.12-0.16 on its figure, other kinds ~0-0.08 (held-out figures
+ * of the generator, tests/test_figenc.c); not set on the real-figure evaluation set. */
+#define FIG_MID 0.10f
+#define FIG_SLOPE 0.025f
 
-enum { C_KIND, C_LABEL, C_ORD, C_POS, C_REL, C_SEM, C_CLIP, C_N };
-static const char *const cname[C_N] = {"kind", "label", "ord", "pos", "rel", "sem", "clip"};
+enum { C_KIND, C_LABEL, C_ORD, C_POS, C_REL, C_SEM, C_CLIP, C_FIG, C_N };
+static const char *const cname[C_N] = {"kind", "label", "ord", "pos", "rel", "sem", "clip", "fig"};
 
 typedef struct {
     char *text;
@@ -454,7 +459,7 @@ int vpe_locate(vpe *v, const vpe_region *cands, int32_t n, const char *descripti
     if (!*dp) { set_err(err, errlen, "empty description"); return -1; }
     if (n == 0) return 0;
 
-    int32_t dim = v->dim, nt = 2 * n + 3;
+    int32_t dim = v->dim, nt = 2 * n + 4;
     float *buf = calloc((size_t)nt * dim + (size_t)n * (5 + C_N), sizeof *buf);
     uint8_t *elig = calloc((size_t)n * 2, 1);
     const char **texts = malloc(sizeof *texts * (size_t)nt);
@@ -480,9 +485,10 @@ int vpe_locate(vpe *v, const vpe_region *cands, int32_t n, const char *descripti
     texts[2 * n] = q.target;
     texts[2 * n + 1] = q.anchor;
     texts[2 * n + 2] = q.target_all;
+    texts[2 * n + 3] = description;
     if (!n_elig) { rc = 0; goto done; }
     if (embed_texts(v, texts, nt, vec, err, errlen)) goto done;
-    const float *qt = vec + (size_t)2 * n * dim, *qa = qt + dim, *qall = qa + dim;
+    const float *qt = vec + (size_t)2 * n * dim, *qa = qt + dim, *qall = qa + dim, *qd = qall + dim;
     for (int32_t i = 0; i < n; i++) {
         const float *tv = vec + (size_t)2 * i * dim, *cv = tv + dim;
         sem[i] = similarity(qt, q.target_words, tv, cv, &cands[i], dim);
@@ -527,6 +533,16 @@ int vpe_locate(vpe *v, const vpe_region *cands, int32_t n, const char *descripti
             if (!has_clip[i]) sat[C_CLIP][i] = 0.5f;   /* no preview: neutral */
         w[C_CLIP] = o->clip_weight;
         in_abs[C_CLIP] = q.n_content > 0;
+    }
+
+    int any_fig = 0;
+    for (int32_t i = 0; i < n; i++) any_fig |= elig[i] && cands[i].figure_vec;
+    if (any_fig) {   /* ranking only: regions without a figure vector are neutral */
+        for (int32_t i = 0; i < n; i++)
+            sat[C_FIG][i] = cands[i].figure_vec
+                                ? sigm((dotf(qd, cands[i].figure_vec, dim) - FIG_MID) / FIG_SLOPE)
+                                : 0.5f;
+        w[C_FIG] = 1;
     }
 
     float wsum = 0, asum = 0;

@@ -24,6 +24,9 @@
  * heading") — and the remaining content words, compared with the region's text through
  * the text encoder (cosine of MiniLM embeddings). With a CLIP model, the region's image
  * preview is also compared with the description (best patch token vs. text embedding).
+ * A region with a figure vector (its pixels in the text encoder's space) is also ranked by
+ * that vector's cosine with the description (a ranking term; it does not lower the
+ * absolute confidence).
  * Each constraint gives a satisfaction in 0..1 per candidate; candidates are ranked by
  * their weighted mean. The confidence is the weighted geometric mean of the winner's
  * satisfactions (an absolute term: any unmet constraint drives it to 0) times a logistic
@@ -60,6 +63,8 @@ typedef struct vpe_region {
     int64_t ref_id;          /* caller's id (image or chunk), copied to the result */
     const uint8_t *png;      /* image preview for the CLIP term; may be NULL */
     size_t png_len;
+    const float *figure_vec; /* the region's pixels in the text encoder's space (mmrag's
+                                figure encoder, L2-normalized, the encoder's dim); may be NULL */
 } vpe_region;
 
 typedef struct vpe_options {

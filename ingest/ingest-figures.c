@@ -332,7 +332,7 @@ void ingest_figures_pair_captions(ing_pagectx *pc) {
             float d = caption_distance(pc->regions[r].b, pc->frags[f].b);
             if (d >= 0) c[nc++] = (pair_cand){d, r, f};
         }
-    qsort(c, (size_t)nc, sizeof *c, cmp_pair);
+    if (nc > 1) qsort(c, (size_t)nc, sizeof *c, cmp_pair);
     unsigned char *used = calloc((size_t)pc->n_frags + 1, 1);
     for (int i = 0; i < nc && used; i++) {
         ing_region *r = &pc->regions[c[i].region];

@@ -138,7 +138,7 @@ void ingest_furniture_strip(ing_furniture *t, ing_pagectx *pc, int page) {
             if (top ? f->b.y1 <= EDGE * pc->h : f->b.y0 >= (1.0f - EDGE) * pc->h)
                 z[nz++] = (zone_item){i, top ? f->b.y0 : pc->h - f->b.y1};
         }
-        qsort(z, (size_t)nz, sizeof *z, cmp_dist);
+        if (nz > 1) qsort(z, (size_t)nz, sizeof *z, cmp_dist);
         for (int k = 0; k < nz; k++) {
             const ing_frag *f = &pc->frags[z[k].i];
             int number;

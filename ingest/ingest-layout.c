@@ -213,7 +213,7 @@ static void order_fragments(ing_pagectx *pc) {
     if (two) {
         /* walk top to bottom: a run of spanning fragments (crossing the gutter) is one
          * section, the two-column stretch between such runs is the next */
-        qsort(pc->frags, (size_t)pc->n_frags, sizeof *pc->frags, cmp_frag_y);
+        if (pc->n_frags > 1) qsort(pc->frags, (size_t)pc->n_frags, sizeof *pc->frags, cmp_frag_y);
         int sec = 0, mode = -1; /* 1 = spanning run, 0 = columns */
         for (int i = 0; i < pc->n_frags; i++) {
             ing_frag *f = &pc->frags[i];
@@ -223,7 +223,8 @@ static void order_fragments(ing_pagectx *pc) {
             f->col = 2 * sec + (!spanning && fb.x0 >= g1 ? 1 : 0);
         }
     }
-    qsort(pc->frags, (size_t)pc->n_frags, sizeof *pc->frags, cmp_frag_y);
+    /* no fragments = no array (qsort on NULL is undefined: found by the pdf fuzz target) */
+    if (pc->n_frags > 1) qsort(pc->frags, (size_t)pc->n_frags, sizeof *pc->frags, cmp_frag_y);
     /* within a group, fragments on the same row (table cells) read left to right */
     for (int i = 0; i < pc->n_frags;) {
         int j = i + 1;

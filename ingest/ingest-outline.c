@@ -122,7 +122,7 @@ ing_outline *ingest_outline_load(PopplerDocument *pd) {
     for (int i = 0; i < MAX_DEPTH; i++) free(titles[i]);
     poppler_index_iter_free(it);
     if (rc) { ingest_outline_free(o); return NULL; }
-    qsort(o->e, (size_t)o->n, sizeof *o->e, cmp_section);
+    if (o->n > 1) qsort(o->e, (size_t)o->n, sizeof *o->e, cmp_section);
     return o;
 }
 

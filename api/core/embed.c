@@ -61,9 +61,14 @@ const char *embed_models_dir(const char *given, char *buf, size_t len) {
 /* The figure encoder ships with mmrag (it is ours): $MMRAG_FIGENC (a file, or "none"),
  * else <models>/figenc/, the source tree or the install beside the executable, else
  * ./vision/data/figenc/. Returns 1 with a path, 0 when switched off. */
+int embed_figures_enabled(void) {
+    const char *env = getenv("MMRAG_FIGENC");
+    return !(env && !strcmp(env, "none"));
+}
+
 static int figenc_path(const char *models, char *buf, size_t len) {
     const char *env = getenv("MMRAG_FIGENC");
-    if (env && !strcmp(env, "none")) return 0;
+    if (!embed_figures_enabled()) return 0;
     if (env && *env) { snprintf(buf, len, "%s", env); return 1; }
     struct stat st;
     snprintf(buf, len, "%s/figenc/model.safetensors", models);

@@ -28,6 +28,9 @@ int embed_dim(const embed_ctx *e);
  * $MMRAG_FIGENC ("none" = off), <models>/figenc/model.safetensors, the source tree's or
  * the install's copy beside the executable, ./vision/data/figenc/model.safetensors. */
 const char *embed_figure_model_id(const embed_ctx *e);
+/* 0 when the user switched figure vectors off (MMRAG_FIGENC=none): search and locate
+ * then ignore stored ones too. */
+int embed_figures_enabled(void);
 const char *embed_figure_notice(const embed_ctx *e);
 /* The retriever's spaces for this encoder (text with its query encoder, image, figure when
  * loaded); e NULL leaves c untouched (BM25 only). One place for the CLI, server, library. */

@@ -19,6 +19,7 @@ typedef struct {
     int32_t n_ch;
     char **strs;                 /* texts built here */
     int32_t n_strs;
+    float *figvecs;              /* figure vectors r[].figure_vec points into */
 } cands_priv;
 
 static float *box4(store_box b, float out[4]) {
@@ -85,6 +86,7 @@ void locate_cands_free(locate_cands *c) {
         store_chunks_free(p->ch, p->n_ch);
         for (int32_t i = 0; i < p->n_strs; i++) free(p->strs[i]);
         free(p->strs);
+        free(p->figvecs);
         free(p);
     }
     free(c->r);
@@ -244,6 +246,27 @@ static int narrow_pages(store *s, vpe *v, locate_cands *c, const char *desc) {
     return rc;
 }
 
+/* The stored figure vector of every image candidate (VPE's figure term), when the store
+ * has them in the text encoder's dimension; candidates without one keep NULL. */
+static void attach_figure_vecs(store *s, vpe *v, locate_cands *c) {
+    textenc *te = vpe_text_encoder(v);
+    cands_priv *p = c->priv;
+    int32_t dim = te ? textenc_dim(te) : 0, n_img = 0;
+    for (int32_t i = 0; i < c->n; i++) n_img += c->is_image[i];
+    if (!embed_figures_enabled() || !dim || !n_img || !(p->figvecs = malloc((size_t)n_img * (size_t)dim * sizeof *p->figvecs)))
+        return;
+    float *at = p->figvecs;
+    for (int32_t i = 0; i < c->n; i++) {
+        int32_t d = 0;
+        if (!c->is_image[i] ||
+            store_vector_get(s, STORE_OWNER_IMAGE, c->r[i].ref_id, "image", EMBED_FIGURE_MODEL, at,
+                             dim, &d) != STORE_OK || d != dim)
+            continue;
+        c->r[i].figure_vec = at;
+        at += dim;
+    }
+}
+
 static int locate_status(int store_rc) {
     switch (store_rc) {
     case STORE_ERR_NOTFOUND: return LOCATE_ERR_NOTFOUND;
@@ -291,6 +314,7 @@ int api_locate(store *s, vpe *v, int64_t doc, const char *description, const vpe
         return locate_status(rc);
     }
     if (!o->page) narrow_pages(s, v, &c, description);  /* a failure: all candidates stay */
+    attach_figure_vecs(s, v, &c);
     int st = LOCATE_OK;
     if (vpe_locate(v, c.r, c.n, description, o, &out->r, err, errlen)) st = LOCATE_ERR_VPE;
     else if (out->r.index >= 0 && out->r.index < c.n) out->is_image = c.is_image[out->r.index];
