@@ -292,11 +292,19 @@ static void emit(id_out *o, int32_t id) {
 }
 
 /* BPE over one pre-token: start from byte tokens, merge the lowest-ranked pair until
- * none applies. O(len^2), fine for word-sized pieces. */
+ * none applies. O(len^2), fine for word-sized pieces. A byte the vocabulary has no token
+ * for (SmolLM2 lacks 0xF5..0xFF, which never occur in UTF-8) becomes U+FFFD's bytes, as a
+ * UTF-8 decoder would read it, never token 0 (<|endoftext|>: found by the tokenizers
+ * fuzz target). sym holds 3 entries per byte. */
 static void bpe_piece(const engine_vocab *v, const unsigned char *s, size_t n, id_out *o,
                       int32_t *sym) {
+    static const unsigned char fffd[3] = {0xEF, 0xBF, 0xBD};
     size_t m = 0;
-    for (size_t i = 0; i < n; i++) sym[m++] = v->byte_tok[s[i]];
+    for (size_t i = 0; i < n; i++) {
+        if (v->byte_tok[s[i]] >= 0) { sym[m++] = v->byte_tok[s[i]]; continue; }
+        for (int k = 0; k < 3; k++)
+            if (v->byte_tok[fffd[k]] >= 0) sym[m++] = v->byte_tok[fffd[k]];
+    }
     while (m > 1) {
         int32_t best = INT32_MAX, at = -1, id = -1;
         for (size_t i = 0; i + 1 < m; i++) {
@@ -414,7 +422,7 @@ static int encode_plain(const engine_vocab *v, const unsigned char *s, size_t le
     if (len == 0) return 0;
     if (v->spm) return engine_spm_encode(v, s, len, 1, o->ids, &o->n, o->max);
     cpinfo *c = malloc(len * sizeof *c);
-    int32_t *sym = malloc(len * sizeof *sym);
+    int32_t *sym = malloc(3 * len * sizeof *sym);   /* bpe_piece: 3 per byte at most */
     if (!c || !sym) { free(c); free(sym); return -1; }
     size_t n = 0;
     for (size_t k = 0; k < len;) {

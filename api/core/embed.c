@@ -28,8 +28,6 @@ void embed_set_progress(embed_ctx *e, embed_progress_fn fn, void *user) {
     e->progress_user = user;
 }
 
-/* The model cache is found without configuration from the build tree or an install:
- * given dir, $MMRAG_MODELS, ./models, then models/ beside or above the executable. */
 /* The first of rel[] (relative to the executable's folder) that exists and is a folder
  * (want_dir) or a file; 1 with the path in buf, else 0. */
 static int beside_exe(const char *const *rel, size_t n, int want_dir, char *buf, size_t len) {
@@ -47,6 +45,8 @@ static int beside_exe(const char *const *rel, size_t n, int want_dir, char *buf,
     return 0;
 }
 
+/* The model cache is found without configuration from the build tree or an install:
+ * given dir, $MMRAG_MODELS, ./models, then models/ beside or above the executable. */
 const char *embed_models_dir(const char *given, char *buf, size_t len) {
     const char *env = getenv("MMRAG_MODELS");
     if (given && *given) return given;
@@ -58,14 +58,14 @@ const char *embed_models_dir(const char *given, char *buf, size_t len) {
     return "models";
 }
 
-/* The figure encoder ships with mmrag (it is ours): $MMRAG_FIGENC (a file, or "none"),
- * else <models>/figenc/, the source tree or the install beside the executable, else
- * ./vision/data/figenc/. Returns 1 with a path, 0 when switched off. */
 int embed_figures_enabled(void) {
     const char *env = getenv("MMRAG_FIGENC");
     return !(env && !strcmp(env, "none"));
 }
 
+/* The figure encoder ships with mmrag (it is ours): $MMRAG_FIGENC (a file, or "none"),
+ * else <models>/figenc/, the source tree or the install beside the executable, else
+ * ./vision/data/figenc/. Returns 1 with a path, 0 when switched off. */
 static int figenc_path(const char *models, char *buf, size_t len) {
     const char *env = getenv("MMRAG_FIGENC");
     if (!embed_figures_enabled()) return 0;
