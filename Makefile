@@ -275,6 +275,14 @@ crash-trials: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/tests/tool_gencorpus
 	@scripts/crash-trials.sh $(BUILD) $(TRIALS) $(MODELS)
 
+# the same for `mmrag serve` during uploads and deletes, plus the durable queue: every
+# acknowledged upload is indexed after the restart (scripts/crash-trials-server.sh)
+.PHONY: crash-trials-server
+crash-trials-server: deps
+	@$(MAKE) --no-print-directory models
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/tool_gencorpus
+	@scripts/crash-trials-server.sh $(BUILD) $(TRIALS) $(MODELS)
+
 # `make fuzz [FUZZ_S=seconds per target] [FUZZ_TARGETS="pdf gguf ..."]` = libFuzzer
 # campaigns (clang, ASan+UBSan, build-fuzz/): new crashers land in build-fuzz/crashes/T/ to
 # be minimized into tests/fuzz/regressions/T/ (scripts/fuzz.sh); not in `make test`
