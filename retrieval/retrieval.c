@@ -5,6 +5,7 @@
 #include "retrieval/retrieval_internal.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,6 +250,7 @@ static int vector_list(retriever *r, vindex *v, int src, float gain, const float
         int floor_hit = 0;
         for (int32_t i = 0; i < nh && *nlist < o->depth; i++) {
             h[i].score *= gain;
+            if (!isfinite(h[i].score)) continue;
             if (src == RETR_SRC_IMAGE && h[i].score < o->min_image_score) { /* sorted */
                 floor_hit = 1;
                 break;
@@ -374,8 +376,12 @@ static int32_t fuse_candidates(cands *cs, int64_t *const lists[RETR_NSRC], const
     if (!sc) return -1;
     for (int32_t i = 0; i < cs->n; i++) {
         const cand *c = &cs->c[i];
-        float d = c->sent > c->dense ? c->sent : c->dense;
-        sc[i] = (retr_scored){c->key, d, 0, c->score[RETR_SRC_IMAGE], {0}};
+        float d = c->sent > c->dense ? c->sent : c->dense, im = c->score[RETR_SRC_IMAGE];
+        /* a non-finite score (a vector read while it was being written, a degenerate
+         * one) counts as unknown: it must not poison the order or the JSON */
+        if (!isfinite(d)) d = -2;
+        if (!isfinite(im)) im = 0;
+        sc[i] = (retr_scored){c->key, d, 0, im, {0}};
     }
     for (int s = 0; s < RETR_NSRC; s++)
         for (int32_t r = 0; r < nl[s]; r++)

@@ -141,8 +141,13 @@ enum MHD_Result srv_reply_raw(struct MHD_Connection *c, srv_req *r, int status,
 }
 
 enum MHD_Result srv_reply_json(struct MHD_Connection *c, srv_req *r, int status, json_t *j) {
-    char *txt = json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    char *txt = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(6)) : NULL;
     json_decref(j);
+    /* a body that could not be built (jansson refuses NaN and invalid UTF-8) is a 500 the
+     * client can read, never a connection closed without a reply (found by the server
+     * fuzz target) */
+    if (!txt && status < 500)
+        return srv_reply_error(c, r, 500, "internal", "the response could not be encoded");
     if (!txt) return MHD_NO;
     size_t n = strlen(txt);
     struct MHD_Response *resp = MHD_create_response_from_buffer(n, txt, MHD_RESPMEM_MUST_FREE);

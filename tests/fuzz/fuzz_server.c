@@ -48,7 +48,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     c.models = models;
     c.max_upload = 1 << 20;
     c.max_body = 1 << 16;
-    c.quiet = 1;
+    c.quiet = getenv("FUZZ_SERVER_LOG") ? 0 : 1;
     c.rate_limit = 0;
     c.ingest_workers = 1;
     c.ingest_timeout_s = 20;
@@ -87,10 +87,19 @@ static size_t path_tail(const uint8_t *d, size_t n, char *out, size_t cap) {
     return k;
 }
 
+/* libFuzzer's -timeout timer (SIGALRM) interrupts blocking calls: EINTR is not an answer
+ * (a slow request that met the tick read as "no reply"). */
+static ssize_t recv_retry(int fd, void *buf, size_t n) {
+    ssize_t r;
+    do r = recv(fd, buf, n, 0); while (r < 0 && errno == EINTR);
+    return r;
+}
+
 static int send_all(int fd, const void *p, size_t n) {
     const char *c = p;
     while (n) {
         ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
         if (w <= 0) return -1;
         c += w;
         n -= (size_t)w;
@@ -127,11 +136,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char reply[64] = "";
     size_t got = 0;
     ssize_t n;
-    while (got + 1 < sizeof reply && (n = recv(fd, reply + got, sizeof reply - 1 - got, 0)) > 0)
+    while (got + 1 < sizeof reply && (n = recv_retry(fd, reply + got, sizeof reply - 1 - got)) > 0)
         got += (size_t)n;
     reply[got] = 0;
     char drain[4096];
-    while (recv(fd, drain, sizeof drain, 0) > 0) {}
+    while (recv_retry(fd, drain, sizeof drain) > 0) {}
     close(fd);
     int status = 0;
     FUZZ_ASSERT(sscanf(reply, "HTTP/1.%*d %d", &status) == 1,
