@@ -16,15 +16,8 @@ trap '[ -n "$SPID" ] && kill -9 "$SPID" 2>/dev/null; rm -rf "$T"' EXIT
 . "$(dirname "$0")/../tests/lib.sh"
 export OMP_THREAD_LIMIT=1 MMRAG_MODELS=$MODELS
 DB=$T/db; DOCS=$T/docs
-mkdir -p "$DOCS"
-"$B/tests/tool_gencorpus" samples "$T/s" >/dev/null && "$B/tests/tool_gencorpus" corpus "$T/c" >/dev/null \
-  || { bad "tool_gencorpus"; echo "$pass passed, $fail failed"; exit 1; }
-cp "$T"/s/*.pdf "$T/c/corpus.pdf" "$DOCS/"
-for i in 1 2; do   # longer documents widen the window a kill lands inside
-  pdfunite "$T/c/corpus.pdf" "$T"/s/*.pdf "$T/c/corpus.pdf" "$DOCS/bundle-$i.pdf" 2>/dev/null
-  printf '%% bundle %d\n' "$i" >>"$DOCS/bundle-$i.pdf"
-done
-. "$(dirname "$0")/crash-check.sh"   # sql, check_db
+. "$(dirname "$0")/crash-check.sh"   # crash_docs, sql, check_db
+crash_docs 2
 ACK=$T/acked   # sha256 of every acknowledged upload not deleted since
 : >"$ACK"
 

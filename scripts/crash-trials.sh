@@ -18,23 +18,14 @@ trap 'rm -rf "$T"' EXIT
 . "$(dirname "$0")/../tests/lib.sh"
 export OMP_THREAD_LIMIT=1 MMRAG_MODELS=$MODELS
 DB=$T/db; DOCS=$T/docs
-mkdir -p "$DOCS"
-"$B/tests/tool_gencorpus" samples "$T/s" >/dev/null && "$B/tests/tool_gencorpus" corpus "$T/c" >/dev/null \
-  || { bad "tool_gencorpus"; echo "$pass passed, $fail failed"; exit 1; }
-cp "$T"/s/*.pdf "$T/c/corpus.pdf" "$DOCS/"
-# longer documents widen the window a kill lands inside a transaction
-for i in 1 2 3; do
-  pdfunite "$T/c/corpus.pdf" "$T"/s/*.pdf "$T/c/corpus.pdf" "$DOCS/bundle-$i.pdf" 2>/dev/null
-  printf '%% bundle %d\n' "$i" >>"$DOCS/bundle-$i.pdf"   # each its own sha256
-done
+. "$(dirname "$0")/crash-check.sh"   # crash_docs, sql, check_db
+crash_docs 3
 n_files=$(ls "$DOCS" | wc -l)
 
 # time one full run to pick kill moments inside it
 t0=$(date +%s%N); "$M" index --db "$T/probe" --jobs 2 "$DOCS" >/dev/null 2>&1; t1=$(date +%s%N)
 full_ms=$(( (t1 - t0) / 1000000 )); [ "$full_ms" -lt 200 ] && full_ms=200
 echo "a full run takes $full_ms ms; $N trials with kill -9 at random moments inside it"
-
-. "$(dirname "$0")/crash-check.sh"   # sql, check_db
 
 bad_trials=0; killed_mid=0
 for i in $(seq 1 "$N"); do
