@@ -275,6 +275,17 @@ crash-trials: deps
 	@$(MAKE) --no-print-directory all $(BUILD)/tests/tool_gencorpus
 	@scripts/crash-trials.sh $(BUILD) $(TRIALS) $(MODELS)
 
+# `make soak [SOAK_S=600] [SOAK_CLIENTS=64]` = loopback soak of `mmrag serve` mixing search,
+# ask, uploads, deletes, listings and page renders: 0 5xx, RSS growth <= 5% after warm-up,
+# open descriptors flat; p50/p99 per route (scripts/soak.py; a bench, not `make test`)
+SOAK_S ?= 600
+SOAK_CLIENTS ?= 64
+.PHONY: soak
+soak: deps
+	@$(MAKE) --no-print-directory models
+	@$(MAKE) --no-print-directory all $(BUILD)/tests/tool_gencorpus
+	@/usr/bin/python3 scripts/soak.py $(BUILD) $(MODELS) --clients $(SOAK_CLIENTS) --seconds $(SOAK_S)
+
 # the same for `mmrag serve` during uploads and deletes, plus the durable queue: every
 # acknowledged upload is indexed after the restart (scripts/crash-trials-server.sh)
 .PHONY: crash-trials-server
