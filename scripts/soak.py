@@ -56,6 +56,8 @@ class Client(threading.Thread):
                 self.conn.request(method, path, body=body, headers={"Content-Type": ctype} if body else {})
                 resp = self.conn.getresponse()
                 data = resp.read()
+                if resp.status in (429, 503):   # as a well-behaved client: wait as told
+                    self.stop.wait(min(2.0, float(resp.getheader("Retry-After", "1") or 1)))
                 if resp.getheader("Connection", "").lower() == "close":
                     self.conn.close()
                     self.conn = None
