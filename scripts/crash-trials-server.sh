@@ -24,12 +24,7 @@ ACK=$T/acked   # sha256 of every acknowledged upload not deleted since
 start() {
   "$M" serve --listen 127.0.0.1:0 --quiet --db "$DB" --ingest-workers 2 >"$T/srv.out" 2>"$T/srv.err" &
   SPID=$!
-  PORT=""
-  for _ in $(seq 1 100); do
-    PORT=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$T/srv.out" 2>/dev/null)
-    [ -n "$PORT" ] && break
-    sleep 0.1
-  done
+  PORT=$(listen_port "$T/srv.out" "$SPID")
   URL=http://127.0.0.1:$PORT
   [ -n "$PORT" ]
 }

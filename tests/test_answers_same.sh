@@ -19,9 +19,7 @@ if ! "$build/tests/tool_gencorpus" samples "$tmp/pdf" >/dev/null 2>&1 ||
    ! "$m" index --db "$tmp/db" "$tmp/pdf" >/dev/null 2>&1; then bad "generate and index the samples"; finish; fi
 "$m" serve --db "$tmp/db" --listen 127.0.0.1:0 --quiet --gen-threads 2 >"$tmp/srv.out" 2>"$tmp/srv.err" &
 SPID=$!
-for _ in $(seq 100); do
-  PORT=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$tmp/srv.out" 2>/dev/null); [ -n "$PORT" ] && break; sleep 0.1
-done
+PORT=$(listen_port "$tmp/srv.out" "$SPID")
 [ -n "${PORT:-}" ] || { bad "server did not start: $(head -c 300 "$tmp/srv.err")"; finish; }
 URL=http://127.0.0.1:$PORT
 

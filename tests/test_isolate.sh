@@ -75,12 +75,7 @@ start_srv() {   # start_srv DB WORKERS TIMEOUT -> SPID, URL
   "$MF" serve --listen 127.0.0.1:0 --quiet --db "$1" --ingest-workers "$2" --ingest-timeout "$3" \
     --ingest-mem-limit 600 >"$T/srv.out" 2>"$T/srv.err" &
   SPID=$!; PIDS+=("$SPID")
-  PORT=""
-  for _ in $(seq 1 100); do
-    PORT=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$T/srv.out" 2>/dev/null)
-    [ -n "$PORT" ] && break
-    sleep 0.1
-  done
+  PORT=$(listen_port "$T/srv.out" "$SPID")
   [ -n "$PORT" ] || { bad "server did not start: $(cat "$T/srv.err")"; finish; }
   URL=http://127.0.0.1:$PORT
 }

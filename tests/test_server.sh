@@ -28,13 +28,7 @@ start_server() {
   "$MMRAG" serve --listen 127.0.0.1:0 ${QUIET---quiet} "$@" >"$T/$name.out" 2>"$T/$name.err" &
   SPID=$!
   PIDS+=("$SPID")
-  PORT=""
-  for _ in $(seq 1 100); do
-    PORT=$(sed -n 's/^listening on .*:\([0-9][0-9]*\)$/\1/p' "$T/$name.out" 2>/dev/null)
-    [ -n "$PORT" ] && break
-    kill -0 "$SPID" 2>/dev/null || break
-    sleep 0.1
-  done
+  PORT=$(listen_port "$T/$name.out" "$SPID")
   [ -n "$PORT" ] || { echo "server $name did not start:"; cat "$T/$name.err"; return 1; }
   URL=http://127.0.0.1:$PORT
 }

@@ -17,7 +17,7 @@ struct embed_ctx {
     kern_pool *pool;          /* shared by both encoders (one caller at a time) */
     textenc *te;
     clip_model *fig;          /* NULL: images are found by their text only (fig_notice) */
-    char fig_path[4096], fig_notice[512];
+    char fig_notice[512];
     embed_progress_fn progress;
     void *progress_user;
     int64_t done, total;      /* of the current embed_pending */
@@ -84,12 +84,13 @@ static int figenc_path(const char *models, char *buf, size_t len) {
  * text-proxied vectors. */
 static void load_figenc(embed_ctx *e, const char *models) {
     char err[300] = "";
-    if (!figenc_path(models, e->fig_path, sizeof e->fig_path)) {
+    char path[4096];
+    if (!figenc_path(models, path, sizeof path)) {
         snprintf(e->fig_notice, sizeof e->fig_notice, "figure encoder off (MMRAG_FIGENC=none): "
                  "images are found by their caption and nearby text only");
         return;
     }
-    if (clip_create(e->fig_path, e->pool, &e->fig, err, sizeof err) == 0 &&
+    if (clip_create(path, e->pool, &e->fig, err, sizeof err) == 0 &&
         clip_dim(e->fig) != textenc_dim(e->te)) {
         snprintf(err, sizeof err, "its vectors have %d dimensions, the text encoder's %d",
                  clip_dim(e->fig), textenc_dim(e->te));

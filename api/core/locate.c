@@ -170,6 +170,12 @@ int locate_cands_build(store *s, int64_t doc, int32_t page, locate_cands *out) {
 #define NARROW_MIN 200       /* fewer candidates: VPE scores them all */
 #define NARROW_PAGES 8       /* pages kept */
 
+/* The stored figure vectors' model id; NULL when the user switched them off
+ * (MMRAG_FIGENC=none): then neither the narrowing nor VPE reads them. */
+static const char *figure_model(void) {
+    return embed_figures_enabled() ? EMBED_FIGURE_MODEL : NULL;
+}
+
 /* Cosine of q with the stored vector of (owner, id) in (space, model), gain applied;
  * -2 when there is none. */
 static float stored_cos(store *s, int32_t owner, int64_t id, const char *model, const float *q,
@@ -188,13 +194,14 @@ static float stored_cos(store *s, int32_t owner, int64_t id, const char *model, 
 static int32_t score_cands(store *s, textenc *te, const locate_cands *c, const vpe_scope *sc,
                            const float *q, float *score) {
     int32_t dim = textenc_dim(te), have = 0;
+    const char *fm = figure_model();
     float *v = malloc((size_t)dim * sizeof *v);
     for (int32_t i = 0; v && i < c->n; i++) {
         const vpe_region *r = &c->r[i];
         int32_t owner = c->is_image[i] ? STORE_OWNER_IMAGE : STORE_OWNER_CHUNK;
         float a = stored_cos(s, owner, r->ref_id, textenc_model_id(te), q, v, dim, 1);
-        if (c->is_image[i])
-            a = fmaxf(a, stored_cos(s, owner, r->ref_id, EMBED_FIGURE_MODEL, q, v, dim, RETR_FIGURE_GAIN));
+        if (c->is_image[i] && fm)
+            a = fmaxf(a, stored_cos(s, owner, r->ref_id, fm, q, v, dim, RETR_FIGURE_GAIN));
         have += a > -1.5f;
         if (vpe_text_has_label(r->text, sc->label_num, sc->label_table)) a = 2;
         score[i] = a;
@@ -251,16 +258,18 @@ static int narrow_pages(store *s, vpe *v, locate_cands *c, const char *desc) {
 static void attach_figure_vecs(store *s, vpe *v, locate_cands *c) {
     textenc *te = vpe_text_encoder(v);
     cands_priv *p = c->priv;
+    const char *fm = figure_model();
     int32_t dim = te ? textenc_dim(te) : 0, n_img = 0;
     for (int32_t i = 0; i < c->n; i++) n_img += c->is_image[i];
-    if (!embed_figures_enabled() || !dim || !n_img || !(p->figvecs = malloc((size_t)n_img * (size_t)dim * sizeof *p->figvecs)))
+    if (!fm || !dim || !n_img ||
+        !(p->figvecs = malloc((size_t)n_img * (size_t)dim * sizeof *p->figvecs)))
         return;
     float *at = p->figvecs;
     for (int32_t i = 0; i < c->n; i++) {
         int32_t d = 0;
         if (!c->is_image[i] ||
-            store_vector_get(s, STORE_OWNER_IMAGE, c->r[i].ref_id, "image", EMBED_FIGURE_MODEL, at,
-                             dim, &d) != STORE_OK || d != dim)
+            store_vector_get(s, STORE_OWNER_IMAGE, c->r[i].ref_id, "image", fm, at, dim, &d) !=
+                STORE_OK || d != dim)
             continue;
         c->r[i].figure_vec = at;
         at += dim;
