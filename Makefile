@@ -280,11 +280,14 @@ crash-trials: deps
 # open descriptors flat; p50/p99 per route (scripts/soak.py; a bench, not `make test`)
 SOAK_S ?= 600
 SOAK_CLIENTS ?= 64
+# seconds a soak client waits between requests (a user reading); 0 = as fast as it can,
+# which on 2 cores is an overload test: the server sheds with 503 + Retry-After
+SOAK_THINK ?= 10
 .PHONY: soak
 soak: deps
 	@$(MAKE) --no-print-directory models
 	@$(MAKE) --no-print-directory all $(BUILD)/tests/tool_gencorpus
-	@/usr/bin/python3 scripts/soak.py $(BUILD) $(MODELS) --clients $(SOAK_CLIENTS) --seconds $(SOAK_S)
+	@/usr/bin/python3 scripts/soak.py $(BUILD) $(MODELS) --clients $(SOAK_CLIENTS) --seconds $(SOAK_S) --think $(SOAK_THINK)
 
 # the same for `mmrag serve` during uploads and deletes, plus the durable queue: every
 # acknowledged upload is indexed after the restart (scripts/crash-trials-server.sh)

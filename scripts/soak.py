@@ -2,7 +2,7 @@
 """Soak: N clients for S seconds on loopback against `mmrag serve`, mixing search, ask,
 upload, delete, document listing and page renders (issue 16, item 4; `make soak`).
 
-  scripts/soak.py BUILD MODELS [--clients 64] [--seconds 600]
+  scripts/soak.py BUILD MODELS [--clients 64] [--seconds 600] [--mix search=45,ask=8,...]
 
 Starts the server on a fresh collection seeded with the generated corpus, then every client
 loops over a weighted route mix on keep-alive connections. Samples the server's RSS and
@@ -33,17 +33,36 @@ def pct(v, p):
 
 
 def proc_stats(pid):
-    rss = 0
+    """RSS, open descriptors, and RSS split into anonymous and file-backed pages (KiB)."""
+    kv = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1])
-    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+            k, _, v = line.partition(":")
+            if k in ("VmRSS", "RssAnon", "RssFile"):
+                kv[k] = int(v.split()[0])
+    return kv.get("VmRSS", 0), len(os.listdir(f"/proc/{pid}/fd")), kv.get("RssAnon", 0), kv.get("RssFile", 0)
+
+
+def heap_stats(port):
+    """The server's own count of heap bytes in use and free in malloc's arenas (/metrics);
+    zeros when it has none."""
+    got = {}
+    try:
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        c.request("GET", "/metrics")
+        for line in c.getresponse().read().decode().splitlines():
+            for state in ("in_use", "free"):
+                if line.startswith(f'mmrag_heap_bytes{{state="{state}"}}'):
+                    got[state] = int(line.split()[1])
+    except (http.client.HTTPException, OSError, ValueError):
+        pass
+    return got.get("in_use", 0), got.get("free", 0)
 
 
 class Client(threading.Thread):
-    def __init__(self, port, pdfs, stop, lat, codes, lock, seed):
+    def __init__(self, port, pdfs, stop, lat, codes, lock, seed, think):
         super().__init__(daemon=True)
+        self.think = think
         self.port, self.pdfs, self.stop, self.lat, self.codes, self.lock = port, pdfs, stop, lat, codes, lock
         self.r = random.Random(seed)
         self.conn = None
@@ -99,6 +118,8 @@ class Client(threading.Thread):
         names = [m[0] for m in MIX]
         weights = [m[1] for m in MIX]
         while not self.stop.is_set():
+            if self.think > 0:   # a user reading the last answer before the next request
+                self.stop.wait(self.r.expovariate(1 / self.think))
             route = self.r.choices(names, weights)[0]
             t0 = time.monotonic()
             st, _ = self.one(route)
@@ -115,7 +136,15 @@ def main():
     ap.add_argument("models")
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--seconds", type=float, default=600)
+    ap.add_argument("--think", type=float, default=0, help="mean seconds a client waits between "
+                    "requests (exponential); 0 = none")
+    ap.add_argument("--wrap", default="", help="command line put before the server's, e.g. "
+                    "'valgrind --tool=massif' to see where its memory goes")
+    ap.add_argument("--mix", help="route=weight,... instead of the default mix (e.g. search=1 to "
+                    "find which route holds memory)")
     a = ap.parse_args()
+    if a.mix:
+        MIX[:] = [(k, int(v)) for k, v in (kv.split("=") for kv in a.mix.split(","))]
     tmp = tempfile.mkdtemp(prefix="mmrag-soak.")
     try:
         gen = os.path.join(tmp, "pdf")
@@ -127,10 +156,10 @@ def main():
         subprocess.run([os.path.join(a.build, "mmrag"), "index", "--db", db] + pdfs, env=env, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         out = open(os.path.join(tmp, "srv.out"), "w+")
-        srv = subprocess.Popen([os.path.join(a.build, "mmrag"), "serve", "--listen", "127.0.0.1:0", "--db", db,
+        srv = subprocess.Popen(a.wrap.split() + [os.path.join(a.build, "mmrag"), "serve", "--listen", "127.0.0.1:0", "--db", db,
                                 "--quiet", "--rate-limit", "0"], env=env, stdout=out, stderr=subprocess.STDOUT)
         port = None
-        for _ in range(100):
+        for _ in range(100 if not a.wrap else 1200):
             out.seek(0)
             for line in out:
                 if line.startswith("listening on"):
@@ -142,13 +171,13 @@ def main():
             sys.exit("soak: the server did not start")
         stop, lock = threading.Event(), threading.Lock()
         lat, codes, samples = {}, {}, []
-        clients = [Client(port, pdfs, stop, lat, codes, lock, i) for i in range(a.clients)]
+        clients = [Client(port, pdfs, stop, lat, codes, lock, i, a.think) for i in range(a.clients)]
         t0 = time.monotonic()
         for c in clients:
             c.start()
         while time.monotonic() - t0 < a.seconds:
             time.sleep(2)
-            samples.append((time.monotonic() - t0,) + proc_stats(srv.pid))
+            samples.append((time.monotonic() - t0,) + proc_stats(srv.pid) + heap_stats(port))
         stop.set()
         for c in clients:
             c.join(timeout=150)
@@ -156,7 +185,7 @@ def main():
         rc = srv.wait(timeout=60)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"soak: {a.clients} clients, {a.seconds:.0f} s, server exit {rc}")
+    print(f"soak: {a.clients} clients, think {a.think:g} s, {a.seconds:.0f} s, server exit {rc}")
     print(f"  {'route':8} {'requests':>9} {'p50 ms':>8} {'p99 ms':>9}  status classes")
     for route, _ in MIX:
         v = lat.get(route, [])
@@ -168,9 +197,17 @@ def main():
     fd0 = warm[0][2] if warm else 0
     fdmax = max((s[2] for s in warm), default=0)
     growth = (rss1 - rss0) / rss0 if rss0 else 0
+    w0, w1 = (warm[0], warm[-1]) if warm else ((0,) * 7, (0,) * 7)
     print(f"  5xx or no reply: {five}; RSS after warm-up {rss0 / 1024:.0f} -> {rss1 / 1024:.0f} MiB "
           f"({growth * 100:+.1f}%), peak {max((s[1] for s in samples), default=0) / 1024:.0f} MiB; "
           f"open descriptors {fd0} -> max {fdmax}")
+    print(f"  of the RSS: anonymous {w0[3] / 1024:.0f} -> {w1[3] / 1024:.0f} MiB, file-backed "
+          f"{w0[4] / 1024:.0f} -> {w1[4] / 1024:.0f} MiB")
+    if w0[5]:
+        print(f"  malloc's count: in use {w0[5] / 2**20:.0f} -> {w1[5] / 2**20:.0f} MiB, free in its "
+              f"arenas {w0[6] / 2**20:.0f} -> {w1[6] / 2**20:.0f} MiB")
+    marks = [samples[int(i * (len(samples) - 1) / 10)] for i in range(11)] if samples else []
+    print("  RSS over the run (MiB, every tenth):", " ".join(f"{m[1] / 1024:.0f}" for m in marks))
     ok = five == 0 and growth <= 0.05 and fdmax - fd0 <= 16 and rc == 0
     print("soak:", "ok" if ok else "FAILED")
     sys.exit(0 if ok else 1)

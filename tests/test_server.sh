@@ -284,6 +284,25 @@ sleep 0.3
 req POST /v1/search -d '{"query":"x"}'; check "slots free again after the clients leave" [ "$CODE" = 200 ]
 kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
 
+# ---- a full ingest queue holds an upload until there is room; past --timeout, 503 ----------
+if [ -s "$BIGPDF" ]; then
+  start_server queue --db "$T/qdb" --queue 1 --ingest-workers 1 --timeout 1
+  req POST "/v1/documents?name=big" -H 'Content-Type: application/pdf' --data-binary @"$BIGPDF"   # runs
+  req POST "/v1/documents?name=one" -H 'Content-Type: application/pdf' --data-binary @"$PDF1"     # queued
+  curl -s -D "$T/hdr" -o "$T/body" -X POST "$URL/v1/documents?name=two" -H 'Content-Type: application/pdf' --data-binary @"$PDF2"
+  check "queue still full after --timeout 1 -> 503 queue_full + Retry-After" bash -c "head -1 '$T/hdr' | grep -q ' 503' && grep -qi '^Retry-After:' '$T/hdr' && jq -e '.error.code == \"queue_full\"' '$T/body' >/dev/null"
+  kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+  start_server queue2 --db "$T/qdb2" --queue 1 --ingest-workers 1 --timeout 120
+  req POST "/v1/documents?name=big" -H 'Content-Type: application/pdf' --data-binary @"$BIGPDF"
+  req POST "/v1/documents?name=one" -H 'Content-Type: application/pdf' --data-binary @"$PDF1"
+  req POST "/v1/documents?name=two" -H 'Content-Type: application/pdf' --data-binary @"$PDF2"
+  J2=$(jq -r .job_id "$T/body")
+  check "upload to a full queue waits for room -> 202 ($CODE)" [ "$CODE" = 202 ]
+  wait_job "$J2"
+  check "the upload that waited is indexed ($(jq -r .status <<<"$JOB"))" [ "$(jq -r .status <<<"$JOB")" = done ]
+  kill -TERM "$SPID"; wait "$SPID" 2>/dev/null
+fi
+
 # ---- a first token later than the idle timeout: keep-alive comments hold the stream -------
 if [ -f "${MMRAG_MODELS:-models}/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
   start_server slow --db "$T/db" --timeout 1 --gen-threads 1

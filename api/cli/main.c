@@ -1,5 +1,6 @@
 /* mmrag — command-line entry point. Each command lives in api/cli/cli_<name>.c; to add one,
  * declare it in api/cli/cli.h and add ONE line to the table below. */
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 #include "api/cli/cli.h"
@@ -28,7 +29,19 @@ static void usage(FILE *f) {
           "exit codes: 0 ok, 1 some input failed, 2 usage error, 3 database error\n", f);
 }
 
+/* The allocator policy is the program's, not the library's. glibc raises its mmap
+ * threshold to the size of each large block freed, so after the first big encoder batch
+ * every later one comes from a thread's arena and stays there when freed: a 64-client soak
+ * of the server saw RSS double (1.4 GiB, 750 MiB of it free in malloc's arenas). A fixed
+ * threshold sends blocks of 4 MiB and more back to the kernel on free (RSS +11% then). */
+static void set_malloc_policy(void) {
+#ifdef M_MMAP_THRESHOLD
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
+#endif
+}
+
 int main(int argc, char **argv) {
+    set_malloc_policy();
     int i = 1;
     /* global options before the command; --db is passed on through $MMRAG_DB */
     while (i < argc && argv[i][0] == '-') {

@@ -75,6 +75,8 @@ void answer_llm_free(answer_llm *l);
 const char *answer_llm_file(const answer_llm *l);
 /* Loads the model now. Returns 0, or -1 with the reason (the file, the format). */
 int answer_llm_load(answer_llm *l, char *err, size_t errlen);
+/* Answers waiting for a free session now (they are served in arrival order). */
+int32_t answer_llm_waiting(answer_llm *l);
 
 /* ---- a request ---------------------------------------------------------------------------- */
 /* Streamed answer text, as the user will read it (checked sentences only). Nonzero stops. */
@@ -97,6 +99,8 @@ typedef struct answer_request {
     retr_opts retrieval;       /* filters, weights, sources (k is taken from above) */
     answer_text_fn on_text;
     void *user;
+    int (*cancelled)(void *user);  /* or NULL: polled while waiting for a free model session;
+                                      nonzero (the client went away) gives up: ANSWER_ABORTED */
 } answer_request;
 void answer_request_default(answer_request *rq);
 /* Rejects an empty, oversized or invalid-UTF-8 question and an unknown mode, with a

@@ -189,8 +189,8 @@ int answer_generate(answer_reader *w, answer_llm *llm, char *err, size_t errlen)
     answer_result *a = w->a;
     const answer_request *rq = w->rq;
     struct mmrag_engine *e = NULL;
-    struct mmrag_session *ss = answer_llm_acquire(llm, &e, err, errlen);
-    if (!ss) return ANSWER_ERR_MODEL;
+    struct mmrag_session *ss = answer_llm_acquire(llm, &e, rq->cancelled, rq->user, err, errlen);
+    if (!ss) return rq->cancelled && rq->cancelled(rq->user) ? ANSWER_ABORTED : ANSWER_ERR_MODEL;
     int rc = ANSWER_OK;
     checked_stream c = {.w = w};
     struct mmrag_gen_result gr = {0};

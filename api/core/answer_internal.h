@@ -7,9 +7,11 @@
 
 struct mmrag_engine;
 struct mmrag_session;
-/* A free session of the pool (waits when max_sessions are busy), loading the engine
- * first if needed; *eng gets the engine. NULL with a message on failure. */
-struct mmrag_session *answer_llm_acquire(answer_llm *l, struct mmrag_engine **eng, char *err,
+/* A free session of the pool (waits in arrival order when max_sessions are busy), loading
+ * the engine first if needed; *eng gets the engine. cancelled (may be NULL) is polled while
+ * waiting: nonzero gives up. NULL with a message on failure or when cancelled. */
+struct mmrag_session *answer_llm_acquire(answer_llm *l, struct mmrag_engine **eng,
+                                         int (*cancelled)(void *), void *user, char *err,
                                          size_t errlen);
 void answer_llm_release(answer_llm *l, struct mmrag_session *s);
 

@@ -5,13 +5,17 @@
  * 1. The engine loads on first use, under the pool's lock; a failure is kept as that
  *    call's error and the next call tries again (a model file copied in later works).
  * 2. Sessions are reused (their KV buffers are the expensive part); max_sessions bounds
- *    concurrent generations, later callers wait for a free one. */
+ *    concurrent generations, later callers wait for a free one in arrival order (a
+ *    condition variable alone wakes an arbitrary waiter: under load some asks starved
+ *    for minutes while later ones went first). A waiter whose caller gave up (the
+ *    client went away) leaves the line. */
 #include "api/core/answer.h"
 #include "api/core/answer_internal.h"
 #include "engine/engine.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +29,10 @@ struct answer_llm {
     struct mmrag_engine *eng;
     struct mmrag_session **idle;
     int32_t n_idle, n_made;
+    struct llm_waiter *head, *tail;   /* callers waiting for a session, first come first */
 };
+
+typedef struct llm_waiter { struct llm_waiter *next; } llm_waiter;
 
 const char *answer_llm_path(const char *given, const char *models_dir, char *buf, size_t len) {
     if (given && *given) return given;
@@ -100,13 +107,54 @@ int answer_llm_load(answer_llm *l, char *err, size_t errlen) {
     return rc;
 }
 
-struct mmrag_session *answer_llm_acquire(answer_llm *l, struct mmrag_engine **eng, char *err,
+static void line_leave(answer_llm *l, llm_waiter *me) {
+    llm_waiter **pp = &l->head;
+    while (*pp && *pp != me) pp = &(*pp)->next;
+    if (!*pp) return;
+    *pp = me->next;
+    if (l->tail == me) {
+        l->tail = NULL;
+        for (llm_waiter *w = l->head; w; w = w->next) l->tail = w;
+    }
+    pthread_cond_broadcast(&l->cv);   /* the next in line may be first now */
+}
+
+static int session_free_now(const answer_llm *l) {
+    return l->n_idle || l->p.max_sessions <= 0 || l->n_made < l->p.max_sessions;
+}
+
+/* Under l->mu: waits until this caller is first in line and a session is free. Returns 0,
+ * or -1 when cancelled() said the caller gave up (it is polled every 200 ms). */
+static int line_wait(answer_llm *l, int (*cancelled)(void *), void *user) {
+    if (!l->head && session_free_now(l)) return 0;
+    llm_waiter me = {0};
+    if (l->tail) l->tail->next = &me;
+    else l->head = &me;
+    l->tail = &me;
+    while (l->head != &me || !session_free_now(l)) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 200000000;
+        until.tv_sec += until.tv_nsec / 1000000000;
+        until.tv_nsec %= 1000000000;
+        pthread_cond_timedwait(&l->cv, &l->mu, &until);
+        if (cancelled && cancelled(user)) { line_leave(l, &me); return -1; }
+    }
+    line_leave(l, &me);
+    return 0;
+}
+
+struct mmrag_session *answer_llm_acquire(answer_llm *l, struct mmrag_engine **eng,
+                                         int (*cancelled)(void *), void *user, char *err,
                                          size_t errlen) {
     pthread_mutex_lock(&l->mu);
     if (load_locked(l, err, errlen)) { pthread_mutex_unlock(&l->mu); return NULL; }
     *eng = l->eng;
-    while (!l->n_idle && l->p.max_sessions > 0 && l->n_made >= l->p.max_sessions)
-        pthread_cond_wait(&l->cv, &l->mu);
+    if (line_wait(l, cancelled, user)) {
+        pthread_mutex_unlock(&l->mu);
+        snprintf(err, errlen, "stopped by the caller");
+        return NULL;
+    }
     if (l->n_idle) {
         struct mmrag_session *s = l->idle[--l->n_idle];
         pthread_mutex_unlock(&l->mu);
@@ -125,6 +173,15 @@ struct mmrag_session *answer_llm_acquire(answer_llm *l, struct mmrag_engine **en
         pthread_mutex_unlock(&l->mu);
     }
     return s;
+}
+
+int32_t answer_llm_waiting(answer_llm *l) {
+    if (!l) return 0;
+    pthread_mutex_lock(&l->mu);
+    int32_t n = 0;
+    for (llm_waiter *w = l->head; w; w = w->next) n++;
+    pthread_mutex_unlock(&l->mu);
+    return n;
 }
 
 void answer_llm_release(answer_llm *l, struct mmrag_session *s) {

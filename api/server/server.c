@@ -355,7 +355,8 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, srv_req *r) {
         pthread_mutex_lock(&s->qmu);
         int queued = s->q_len;
         pthread_mutex_unlock(&s->qmu);
-        char *m = srv_metrics_render(&s->metrics, inflight, queued);
+        char *m = srv_metrics_render(&s->metrics, inflight, queued,
+                                     answer_llm_waiting(srv_query_llm(s)));
         if (!m) return MHD_NO;
         struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(m), m,
                                                                     MHD_RESPMEM_MUST_FREE);
@@ -680,6 +681,7 @@ static void server_free(srv_server *s) {
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->qmu);
     pthread_cond_destroy(&s->qcv);
+    pthread_cond_destroy(&s->qroom);
     pthread_mutex_destroy(&s->metrics.mu);
     free(s);
 }
@@ -692,6 +694,7 @@ int srv_start(const srv_config *cfg, srv_server **out, char *err, size_t errlen)
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->qmu, NULL);
     pthread_cond_init(&s->qcv, NULL);
+    pthread_cond_init(&s->qroom, NULL);
     srv_metrics_init(&s->metrics);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);   /* ids differ across restarts: a start from the clock */

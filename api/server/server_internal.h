@@ -85,7 +85,7 @@ typedef struct {
 void srv_metrics_init(srv_metrics *m);
 void srv_metrics_request(srv_metrics *m, int route, int status, double seconds);
 void srv_metrics_observe(srv_metrics *m, srv_hist *h, double seconds);
-char *srv_metrics_render(srv_metrics *m, int inflight, int queued);  /* malloc'd */
+char *srv_metrics_render(srv_metrics *m, int inflight, int queued, int gen_waiting);  /* malloc'd */
 
 /* ---- the server ----------------------------------------------------------------------- */
 #define SRV_KEY_MAX 128
@@ -108,6 +108,7 @@ struct srv_server {
     /* ingest queue */
     pthread_mutex_t qmu;
     pthread_cond_t qcv;
+    pthread_cond_t qroom;      /* a queued job was taken: an upload waiting for room goes on */
     srv_job *q_head, *q_tail; int q_len;
     srv_job **jobs; int n_jobs, cap_jobs;   /* every job (finished ones kept for polling) */
     uint64_t job_seq;
@@ -273,6 +274,8 @@ typedef struct srv_gen_job {
     char *buf; size_t len, cap, off;
     int done, gone, refs;
     int status;                /* HTTP status for the non-stream path */
+    int peer_fd;               /* non-stream: the client's socket, watched for a hang-up
+                                  while the answer waits or runs (-1: none) */
     char err[512];
 } srv_gen_job;
 /* Run g (filled by the ask/chat handlers; calloc'd, owned from here on): retrieval and

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,10 +98,14 @@ static void *worker_main(void *arg) {
         s->q_head = j->next_q;
         if (!s->q_head) s->q_tail = NULL;
         s->q_len--;
+        pthread_cond_broadcast(&s->qroom);
         j->state = JOB_RUNNING;
         pthread_mutex_unlock(&s->qmu);
 
         int rc = srv_ingest_run(s, j);
+#ifdef __GLIBC__
+        malloc_trim(0);   /* a document's parse and embedding buffers go back to the kernel */
+#endif
 
         pthread_mutex_lock(&s->qmu);
         if (rc == 0) j->state = JOB_DONE;
@@ -239,6 +244,7 @@ void srv_jobs_stop(srv_server *s) {
     pthread_mutex_lock(&s->qmu);
     s->stopping = 1;
     pthread_cond_broadcast(&s->qcv);
+    pthread_cond_broadcast(&s->qroom);
     pthread_mutex_unlock(&s->qmu);
     for (int i = 0; i < s->n_workers; i++) pthread_join(s->workers[i], NULL);
     s->n_workers = 0;

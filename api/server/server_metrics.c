@@ -2,6 +2,7 @@
 #include "api/server/server_internal.h"
 
 #include <stdarg.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +75,23 @@ static void hist_print(sbuf *b, const char *name, const char *labels, const srv_
     sb_printf(b, "%s_count{%s} %llu\n", name, labels, (unsigned long long)h->n);
 }
 
-char *srv_metrics_render(srv_metrics *m, int inflight, int queued) {
+/* The allocator's view beside the kernel's RSS: heap bytes in use growing means memory is
+ * held; RSS growing with flat in-use bytes means free memory kept by malloc's arenas. */
+static void heap_print(sbuf *b) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+    struct mallinfo2 mi = mallinfo2();
+    sb_printf(b, "# HELP mmrag_heap_bytes Heap bytes by state (glibc malloc).\n"
+                 "# TYPE mmrag_heap_bytes gauge\n"
+                 "mmrag_heap_bytes{state=\"in_use\"} %zu\n"
+                 "mmrag_heap_bytes{state=\"mapped\"} %zu\n"
+                 "mmrag_heap_bytes{state=\"free\"} %zu\n",
+              mi.uordblks + mi.hblkhd, mi.hblkhd, mi.fordblks);
+#else
+    (void)b;
+#endif
+}
+
+char *srv_metrics_render(srv_metrics *m, int inflight, int queued, int gen_waiting) {
     sbuf b = {malloc(8192), 0, 8192, 0};
     if (!b.p) return NULL;
     b.p[0] = 0;
@@ -118,6 +135,9 @@ char *srv_metrics_render(srv_metrics *m, int inflight, int queued) {
                   "# TYPE mmrag_inflight_requests gauge\nmmrag_inflight_requests %d\n", inflight);
     sb_printf(&b, "# HELP mmrag_ingest_queue_length Queued ingest jobs.\n"
                   "# TYPE mmrag_ingest_queue_length gauge\nmmrag_ingest_queue_length %d\n", queued);
+    sb_printf(&b, "# HELP mmrag_generation_waiting Answers waiting for the language model.\n"
+                  "# TYPE mmrag_generation_waiting gauge\nmmrag_generation_waiting %d\n", gen_waiting);
+    heap_print(&b);
     if (b.oom) { free(b.p); return NULL; }
     return b.p;
 }

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 static void gen_job_unref(srv_gen_job *g) {
@@ -62,6 +63,20 @@ static json_t *chat_chunk(srv_gen_job *g, json_t *delta, const char *finish) {
                      finish ? json_string(finish) : json_null());
 }
 
+/* Did the client hang up? A streamed job learns it from its response being freed; a
+ * plain one peeks at its socket (0 bytes = the peer closed; pipelined bytes are not). */
+static int gen_cancelled(void *user) {
+    srv_gen_job *g = user;
+    pthread_mutex_lock(&g->mu);
+    int stop = g->gone || g->s->stopping;
+    pthread_mutex_unlock(&g->mu);
+    if (!stop && g->peer_fd >= 0) {
+        char ch;
+        stop = recv(g->peer_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+    }
+    return stop;
+}
+
 static int on_piece(void *user, const char *piece, size_t len) {
     srv_gen_job *g = user;
     double now = srv_now();
@@ -76,10 +91,7 @@ static int on_piece(void *user, const char *piece, size_t len) {
         if (g->chat) sse_push(g, NULL, chat_chunk(g, json_pack("{s:o}", "content", t), NULL));
         else sse_push(g, "token", json_pack("{s:o}", "text", t));
     }
-    pthread_mutex_lock(&g->mu);
-    int stop = g->gone || g->s->stopping;
-    pthread_mutex_unlock(&g->mu);
-    return stop;
+    return gen_cancelled(g);
 }
 
 static const char *finish_reason(int32_t stop, int chat) {
@@ -112,6 +124,7 @@ static int status_of(int rc) {
     switch (rc) {
     case ANSWER_ERR_ARG: case ANSWER_ERR_CONTEXT: return 400;
     case ANSWER_ERR_MODEL: return 503;
+    case ANSWER_ABORTED: return 499;   /* the client closed the connection (nginx's code) */
     default: return 500;
     }
 }
@@ -142,6 +155,7 @@ static int gen_run(srv_gen_job *g) {
     rq->history = g->history;
     srv_search_opts(&g->sr, &rq->retrieval);
     rq->on_text = on_piece;
+    rq->cancelled = gen_cancelled;
     rq->user = g;
     struct embed_ctx *emb = srv_query_embedder(g->s);
     int rc = answer_run(r, emb ? embed_textenc(emb) : NULL, srv_query_llm(g->s), rq, &g->a, err,
@@ -243,11 +257,16 @@ enum MHD_Result srv_gen_start(struct MHD_Connection *c, srv_req *r, srv_gen_job 
     pthread_mutex_init(&g->mu, NULL);
     pthread_cond_init(&g->cv, NULL);
     g->refs = 1;
+    g->peer_fd = -1;
     if (!g->stream) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (ci) g->peer_fd = ci->connect_fd;
         int rc = gen_run(g);
         enum MHD_Result ret;
         if (rc) {
-            ret = srv_reply_error(c, r, g->status, g->status == 503 ? "unavailable" : "generation_failed",
+            ret = srv_reply_error(c, r, g->status, g->status == 503 ? "unavailable"
+                                  : g->status == 499 ? "client_closed" : "generation_failed",
                                   "%s", g->err);
         } else if (g->chat) {
             const answer_result *a = &g->a;

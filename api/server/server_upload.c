@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -149,6 +150,26 @@ static int is_pdf_file(int fd) {
     return n >= 5 && memmem(head, (size_t)n, "%PDF-", 5) != NULL;
 }
 
+/* Under s->qmu. A full queue slows the uploader down before it refuses one: the upload
+ * waits up to the request timeout for a free place, so a client that uploads in a loop is
+ * held to the ingest rate instead of shed. Returns 1 when there is room, 0 when the wait
+ * ran out, the server stops, or the client hung up. */
+static int queue_wait_room(srv_server *s, struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    double until = srv_now() + (s->cfg.timeout_s > 0 ? s->cfg.timeout_s : 30);
+    while (s->q_len >= s->cfg.queue_max && !s->stopping && srv_now() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250000000;
+        ts.tv_sec += ts.tv_nsec / 1000000000;
+        ts.tv_nsec %= 1000000000;
+        pthread_cond_timedwait(&s->qroom, &s->qmu, &ts);
+        char ch;
+        if (ci && recv(ci->connect_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0) return 0;
+    }
+    return s->q_len < s->cfg.queue_max && !s->stopping;
+}
+
 enum MHD_Result srv_handle_upload(struct MHD_Connection *c, srv_req *r) {
     srv_server *s = r->srv;
     if (r->upload == 2) {
@@ -202,12 +223,13 @@ enum MHD_Result srv_handle_upload(struct MHD_Connection *c, srv_req *r) {
     j->state = JOB_QUEUED;
 
     pthread_mutex_lock(&s->qmu);
-    if (s->q_len >= s->cfg.queue_max || s->stopping) {
+    if (!queue_wait_room(s, c)) {
         pthread_mutex_unlock(&s->qmu);
         if (j->fresh_file) srv_remove_kept(j->path);
         free(j);
         return srv_reply_error(c, r, 503, "queue_full",
-                               "ingest queue is full (%d jobs); retry later", s->cfg.queue_max);
+                               "ingest queue is full (%d jobs) and stayed full for %d s; retry later",
+                               s->cfg.queue_max, s->cfg.timeout_s);
     }
     snprintf(j->id, sizeof j->id, "job-%llu", (unsigned long long)++s->job_seq);
     /* The job is on disk before it is acknowledged: a crash or restart resumes it. */
