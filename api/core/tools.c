@@ -622,7 +622,7 @@ int tools_run(answer_llm *llm, const tools_set *ts, const answer_request *rq,
     struct mmrag_grammar g = {.data = &ts->prog, .state_size = sizeof(tg_state), .init = tg_init,
                               .feed = tg_feed, .done = tg_done};
     struct mmrag_gen_params p = mmrag_gen_default_params();
-    p.max_tokens = rq->max_tokens > 320 ? rq->max_tokens : 320;   /* room for five calls */
+    p.max_tokens = rq->max_tokens;   /* a call cut short ends with finish_reason "length" */
     p.sampling.temperature = rq->temperature;
     p.sampling.top_p = rq->temperature > 0 ? rq->top_p : 1.0f;
     p.sampling.seed = rq->seed;

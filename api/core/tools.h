@@ -50,8 +50,8 @@ typedef struct {
 } tools_result;
 void tools_result_free(tools_result *r);
 
-/* Asks the model for tool calls for rq->question (with rq->system and rq->history; its
- * max_tokens is raised to what a call needs). Returns an answer_status. */
+/* Asks the model for tool calls for rq->question (with rq->system and rq->history, within
+ * rq->max_tokens: a cut call leaves n_calls 0 and answered 0). Returns an answer_status. */
 int tools_run(answer_llm *llm, const tools_set *ts, const answer_request *rq,
               tools_result *out, char *err, size_t errlen);
 #endif
