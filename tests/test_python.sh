@@ -17,8 +17,10 @@ PY=/usr/bin/python3
 check "make install PREFIX=tmp" make -s -C "$ROOT" install BUILD="$B" PREFIX="$T/prefix" >"$T/install.log" 2>&1 \
   || tail -n 5 "$T/install.log"
 "$PY" -m venv "$T/venv" >/dev/null 2>&1
+# from a copy: pip writes build/ and *.egg-info next to the sources it builds
+cp -r "$ROOT/bindings/python" "$T/pkg"
 check "pip install ./bindings/python" "$T/venv/bin/pip" install -q --disable-pip-version-check \
-  "$ROOT/bindings/python" >"$T/pip.log" 2>&1 || tail -n 5 "$T/pip.log"
+  "$T/pkg" >"$T/pip.log" 2>&1 || tail -n 5 "$T/pip.log"
 "$B/tests/tool_gencorpus" samples "$T/samples" >/dev/null 2>&1
 # the library is found from the install prefix (MMRAG_PREFIX), the models from MMRAG_MODELS
 out=$(cd "$T" && MMRAG_PREFIX="$T/prefix" MMRAG_MODELS="$ROOT/$M" "$T/venv/bin/python" \
