@@ -162,6 +162,19 @@ struct mmrag_sampling {
 /* Streaming: called with each newly final piece of text (never part of a stop string,
  * never a split UTF-8 character). Return nonzero to abort (stop reason "aborted"). */
 typedef int (*mmrag_text_cb)(void *user_data, const char *piece, size_t len);
+/* A caller's byte grammar for constrained decoding (tool calls against their schemas):
+ * each step, tokens whose bytes the grammar rejects from the current state are masked;
+ * generation ends when done() says the text is complete. States are copied per candidate
+ * token, so keep them small (at most MMRAG_GRAMMAR_STATE_MAX bytes). */
+#define MMRAG_GRAMMAR_STATE_MAX 64
+struct mmrag_grammar {
+    const void *data;        /* the compiled grammar, read-only while generating */
+    size_t state_size;
+    void (*init)(const void *data, void *state);
+    int (*feed)(const void *data, void *state, unsigned char c);   /* 0 ok, -1 rejected */
+    int (*done)(const void *data, const void *state);               /* 1: complete */
+};
+
 struct mmrag_gen_params {
     struct mmrag_sampling sampling;
     int32_t max_tokens;     /* 0 = 256 */
@@ -175,6 +188,8 @@ struct mmrag_gen_params {
     int32_t loop_guard;     /* 1 (default): stop ("repetition") once the output ends in a
                                span of 16..128 tokens twice, or of 4..15 tokens three times,
                                back to back: small models loop instead of ending */
+    const struct mmrag_grammar *grammar;   /* NULL = none; excludes json_mode; an output cut
+                               by max_tokens is left as is (not done) */
 };
 struct mmrag_gen_params mmrag_gen_default_params(void);
 

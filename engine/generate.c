@@ -117,6 +117,22 @@ static void json_mask(const struct mmrag_engine *e, const engine_json *j, float 
     }
 }
 
+static void grammar_mask(const struct mmrag_engine *e, const struct mmrag_grammar *g,
+                         const void *state, float *logits) {
+    const engine_vocab *v = &e->vocab;
+    unsigned char c[MMRAG_GRAMMAR_STATE_MAX];
+    for (int32_t id = 0; id < v->n_vocab; id++) {
+        if (!isfinite(logits[id])) continue;
+        size_t len;
+        const char *b = engine_token_bytes(v, id, &len);
+        int ok = len > 0 && v->type[id] != 3 && v->type[id] != 4;
+        memcpy(c, state, g->state_size);
+        for (size_t i = 0; ok && i < len; i++)
+            ok = !g->done(g->data, c) && g->feed(g->data, c, (unsigned char)b[i]) == 0;
+        if (!ok) logits[id] = -INFINITY;
+    }
+}
+
 int mmrag_session_generate(struct mmrag_session *s, const char *prompt,
                            const struct mmrag_gen_params *p, struct mmrag_gen_result *r) {
     struct mmrag_engine *e = s->e;
@@ -157,21 +173,32 @@ int mmrag_session_generate(struct mmrag_session *s, const char *prompt,
     r->prompt_ms = now_ms() - t0;
     engine_json js;
     engine_json_init(&js);
+    const struct mmrag_grammar *gr = p->grammar;
+    unsigned char gst[MMRAG_GRAMMAR_STATE_MAX];
+    if (gr && gr->state_size > sizeof gst) {
+        rc = MMRAG_ENGINE_ERROR;
+        snprintf(s->err, 256, "engine: grammar state of %zu bytes is over %d", gr->state_size,
+                 MMRAG_GRAMMAR_STATE_MAX);
+        goto out;
+    }
+    if (gr) gr->init(gr->data, gst);
+    int constrained = p->json_mode || gr;
     uint64_t rng = p->sampling.seed ^ 0x6D6D726167ULL;
     size_t streamed = 0, stop_at = (size_t)-1;
     double last = 0;
     int32_t nh = n;
-    int32_t n_stop = p->json_mode || !p->stop ? 0 : p->n_stop; /* JSON mode: the grammar decides */
+    int32_t n_stop = constrained || !p->stop ? 0 : p->n_stop; /* the grammar decides */
     r->stop_reason = MMRAG_STOP_MAX_TOKENS;
     for (int32_t step = 0; step < max_tokens; step++) {
         memcpy(work, s->logits, (size_t)e->n_vocab * sizeof *work);
         if (p->json_mode) json_mask(e, &js, work);
+        else if (gr) grammar_mask(e, gr, gst, work);
         int32_t tok = mmrag_sample(work, e->n_vocab, &p->sampling, hist, nh, &rng);
         double t = now_ms();
         if (step == 0) r->ttft_ms = t - t0;
         else r->itl_ms[step - 1] = t - last;
         last = t;
-        if (p->json_mode && !isfinite(work[tok])) break; /* nothing allowed: close below */
+        if (constrained && !isfinite(work[tok])) break; /* nothing allowed: close below */
         int type = e->vocab.type[tok];
         if (tok == e->vocab.eos || tok == e->vocab.eot || type == 3) {
             r->stop_reason = MMRAG_STOP_END_TURN;
@@ -184,6 +211,8 @@ int mmrag_session_generate(struct mmrag_session *s, const char *prompt,
         if (sbuf_add(&text, b, len)) { rc = MMRAG_ENGINE_NOMEM; goto out; }
         if (p->json_mode)
             for (size_t i = 0; i < len; i++) engine_json_feed(&js, (unsigned char)b[i]);
+        else if (gr)
+            for (size_t i = 0; i < len; i++) gr->feed(gr->data, gst, (unsigned char)b[i]);
         /* stop strings: search the region the new bytes could complete */
         for (int32_t k = 0; k < n_stop && stop_at == (size_t)-1; k++) {
             size_t L = strlen(p->stop[k]);
@@ -210,7 +239,7 @@ int mmrag_session_generate(struct mmrag_session *s, const char *prompt,
                 streamed = safe;
             }
         }
-        if (js.done) {
+        if (js.done || (gr && gr->done(gr->data, gst))) {
             r->stop_reason = MMRAG_STOP_END_TURN;
             break;
         }

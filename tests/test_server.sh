@@ -168,7 +168,7 @@ if [ -f "${MMRAG_MODELS:-models}/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ]; the
   check "ask returns an answer with numbered citations" bash -c "[ $CODE = 200 ] && jq -e '(.answer | type == \"string\") and (.citations[0].n == 1) and (.citations[0].box | length == 4)' '$T/body' >/dev/null"
   curl -sN -o "$T/sse" -X POST "$URL/v1/ask" -d "{\"question\":\"What is $WORD?\",\"k\":1,\"max_tokens\":4,\"stream\":true}"
   check "ask stream: tokens, citations, done" bash -c "grep -q '^event: token' '$T/sse' && grep -q '^event: citations' '$T/sse' && grep -q '^event: done' '$T/sse'"
-  curl -sN -o "$T/sse2" -X POST "$URL/v1/chat/completions" -d "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"What is $WORD?\"}],\"max_tokens\":3,\"stream\":true,\"mmrag\":{\"k\":1}}"
+  curl -sN -o "$T/sse2" -X POST "$URL/v1/chat/completions" -d "{\"model\":\"mmrag\",\"messages\":[{\"role\":\"user\",\"content\":\"What is $WORD?\"}],\"max_tokens\":3,\"stream\":true,\"mmrag\":{\"k\":1}}"
   check "chat stream: chunks and [DONE]" bash -c "grep -q 'chat.completion.chunk' '$T/sse2' && tail -n 2 '$T/sse2' | grep -q '^data: \[DONE\]'"
   req POST /v1/chat/completions -d "{\"messages\":[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"What is $WORD?\"}],\"max_tokens\":3,\"mmrag\":{\"k\":1}}"
   check "chat completion (OpenAI shape, sources in message)" bash -c "[ $CODE = 200 ] && jq -e '(.object == \"chat.completion\") and (.choices[0].message.role == \"assistant\") and ((.choices[0].message.content | contains(\"Sources:\")) == ((.citations | length) > 0)) and (.usage.total_tokens >= 0) and (.abstained | type == \"boolean\")' '$T/body' >/dev/null"

@@ -73,6 +73,7 @@ typedef struct answer_llm answer_llm;
 int answer_llm_create(const answer_llm_params *p, answer_llm **out, char *err, size_t errlen);
 void answer_llm_free(answer_llm *l);
 const char *answer_llm_file(const answer_llm *l);
+int32_t answer_llm_ctx(const answer_llm *l);   /* the context window in tokens */
 /* Loads the model now. Returns 0, or -1 with the reason (the file, the format). */
 int answer_llm_load(answer_llm *l, char *err, size_t errlen);
 /* Answers waiting for a free session now (they are served in arrival order). */

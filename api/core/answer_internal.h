@@ -39,5 +39,4 @@ int32_t answer_cite(answer_result *a, int32_t ev);
 
 /* answer_generate.c: prompt, generation, the per-sentence check. Returns an answer_status. */
 int answer_generate(answer_reader *w, answer_llm *llm, char *err, size_t errlen);
-int32_t answer_llm_ctx(const answer_llm *l);
 #endif

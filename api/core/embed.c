@@ -146,6 +146,19 @@ const char *embed_figure_notice(const embed_ctx *e) { return e ? e->fig_notice :
 const char *embed_model_id(const embed_ctx *e) { return textenc_model_id(e->te); }
 int embed_dim(const embed_ctx *e) { return textenc_dim(e->te); }
 void *embed_textenc(embed_ctx *e) { return e->te; }
+int32_t embed_max_tokens(const embed_ctx *e) { (void)e; return TEXTENC_MAX_TOKENS; }
+
+int embed_texts(embed_ctx *e, const char *const *texts, int32_t n, float *out,
+                int64_t *n_tokens, char *err, size_t errlen) {
+    if (!e || !e->te) { snprintf(err, errlen, "embed: no text encoder"); return -1; }
+    int64_t tok = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t t = textenc_tokenize(e->te, texts[i], NULL, 0);
+        tok += t < 0 ? -t : t;
+    }
+    if (n_tokens) *n_tokens = tok;
+    return textenc_embed(e->te, texts, n, out, err, errlen);
+}
 
 /* What a chunk's vector encodes: its section path, then its text. Questions use the
  * words of section titles ("logarithmic axis") more than those of the paragraph under

@@ -36,6 +36,13 @@ const char *embed_figure_notice(const embed_ctx *e);
  * loaded); e NULL leaves c untouched (BM25 only). One place for the CLI, server, library. */
 void embed_retr_config(embed_ctx *e, retr_config *c);
 void *embed_textenc(embed_ctx *e);   /* the textenc * (for retr_textenc_encode) */
+/* Text vectors for callers (POST /v1/embeddings, the library): n texts into
+ * out[n][embed_dim(e)], L2-normalized, the same vectors chunks and queries get; *n_tokens
+ * (may be NULL) gets the encoder tokens read, [CLS]/[SEP] included, each text truncated to
+ * embed_max_tokens(). Returns 0 or -1 with a message. */
+int embed_texts(embed_ctx *e, const char *const *texts, int32_t n, float *out,
+                int64_t *n_tokens, char *err, size_t errlen);
+int32_t embed_max_tokens(const embed_ctx *e);
 /* Where the model files are: `given` if set, else $MMRAG_MODELS, ./models, or models/
  * beside/above the executable. Returns given, the env value, a literal, or buf. */
 const char *embed_models_dir(const char *given, char *buf, size_t len);

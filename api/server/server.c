@@ -19,7 +19,7 @@
 static const char *const route_names[R_COUNT] = {
     "none", "web", "openapi", "healthz", "metrics", "documents_upload", "documents_list",
     "documents_get", "documents_delete", "page_png", "jobs_get", "search", "ask",
-    "chat_completions", "locate", "not_found",
+    "chat_completions", "locate", "models", "models_get", "embeddings", "not_found",
 };
 const char *srv_route_name(int r) { return r >= 0 && r < R_COUNT ? route_names[r] : "none"; }
 
@@ -156,6 +156,29 @@ enum MHD_Result srv_reply_json(struct MHD_Connection *c, srv_req *r, int status,
     return srv_reply_response(c, r, status, resp);
 }
 
+/* OpenAI's error type for a status: its clients pick their exception class by status and
+ * show type and param. */
+static const char *error_type(int status) {
+    switch (status) {
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 429: return "rate_limit_error";
+    default: return status < 500 ? "invalid_request_error" : "server_error";
+    }
+}
+
+/* {"error": {message, type, param, code, status, request_id}}: OpenAI's shape plus ours.
+ * param is the request field a message starts with ("\"input\" must ..."), else null. */
+static json_t *error_json(int status, const char *code, const char *msg, const char *id) {
+    json_t *param = json_null();
+    const char *q = msg[0] == '"' ? strchr(msg + 1, '"') : NULL;
+    if (q && q - msg > 1 && q - msg < 64) param = json_stringn(msg + 1, (size_t)(q - msg - 1));
+    return json_pack("{s:{s:s,s:s,s:o,s:s,s:i,s:s}}", "error", "message", msg, "type",
+                     error_type(status), "param", param ? param : json_null(), "code", code,
+                     "status", status, "request_id", id);
+}
+
 enum MHD_Result srv_reply_error(struct MHD_Connection *c, srv_req *r, int status,
                                 const char *code, const char *fmt, ...) {
     char msg[512];
@@ -163,8 +186,7 @@ enum MHD_Result srv_reply_error(struct MHD_Connection *c, srv_req *r, int status
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    json_t *j = json_pack("{s:{s:s,s:s,s:i,s:s}}", "error", "code", code, "message", msg,
-                          "status", status, "request_id", r->id);
+    json_t *j = error_json(status, code, msg, r->id);
     if (!j) return MHD_NO;
     if (status == MHD_HTTP_UNAUTHORIZED) {
         char *txt = json_dumps(j, JSON_COMPACT);
@@ -259,6 +281,9 @@ static int match_route(srv_req *r, const char *method, const char **allowed) {
     if (n == 2 && seg_is(r, 1, "search")) { *allowed = "POST"; return post ? R_SEARCH : -1; }
     if (n == 2 && seg_is(r, 1, "ask")) { *allowed = "POST"; return post ? R_ASK : -1; }
     if (n == 2 && seg_is(r, 1, "locate")) { *allowed = "POST"; return post ? R_LOCATE : -1; }
+    if (n == 2 && seg_is(r, 1, "models")) { *allowed = "GET"; return get ? R_MODELS : -1; }
+    if (n == 3 && seg_is(r, 1, "models")) { *allowed = "GET"; return get ? R_MODEL_GET : -1; }
+    if (n == 2 && seg_is(r, 1, "embeddings")) { *allowed = "POST"; return post ? R_EMBEDDINGS : -1; }
     if (n == 3 && seg_is(r, 1, "chat") && seg_is(r, 2, "completions")) {
         *allowed = "POST";
         return post ? R_CHAT : -1;
@@ -267,7 +292,8 @@ static int match_route(srv_req *r, const char *method, const char **allowed) {
 }
 
 static int route_has_json_body(int route) {
-    return route == R_SEARCH || route == R_ASK || route == R_CHAT || route == R_LOCATE;
+    return route == R_SEARCH || route == R_ASK || route == R_CHAT || route == R_LOCATE ||
+           route == R_EMBEDDINGS;
 }
 
 /* Constant-time comparison so response timing does not leak key prefixes: every stored
@@ -374,6 +400,9 @@ static enum MHD_Result dispatch(struct MHD_Connection *c, srv_req *r) {
     case R_ASK: return srv_handle_ask(c, r);
     case R_CHAT: return srv_handle_chat(c, r);
     case R_LOCATE: return srv_handle_locate(c, r);
+    case R_MODELS: return srv_handle_models(c, r);
+    case R_MODEL_GET: return srv_handle_model_get(c, r);
+    case R_EMBEDDINGS: return srv_handle_embeddings(c, r);
     default:
         return srv_reply_error(c, r, 404, "not_found", "no such route");
     }
@@ -394,9 +423,7 @@ static int request_begin(struct MHD_Connection *c, srv_req *r, const char *url, 
     if (route < 0) {
         r->route = R_NOTFOUND;
         char *txt = NULL;
-        json_t *j = json_pack("{s:{s:s,s:s,s:i,s:s}}", "error", "code", "method_not_allowed",
-                              "message", "method not allowed on this route", "status", 405,
-                              "request_id", r->id);
+        json_t *j = error_json(405, "method_not_allowed", "method not allowed on this route", r->id);
         if (j) txt = json_dumps(j, JSON_COMPACT);
         json_decref(j);
         if (!txt) { *ret = MHD_NO; return 1; }

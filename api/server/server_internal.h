@@ -12,6 +12,7 @@
  *   server_query.c    /v1/search, /v1/ask, /v1/chat/completions request handling
  *   server_stream.c   a generation job: answered whole or streamed as server-sent events
  *   server_locate.c   /v1/locate (region localization)
+ *   server_openai.c   the rest of the OpenAI surface: /v1/models, /v1/embeddings, model ids
  *   server_metrics.c  Prometheus text
  *   server_web.c      the embedded web page and OpenAPI document */
 #ifndef MMRAG_API_SERVER_INTERNAL_H
@@ -26,12 +27,13 @@
 #include "index/store.h"
 #include "retrieval/retrieval.h"
 #include "api/core/answer.h"
+#include "api/core/tools.h"
 
 /* ---- routes (also the metric label set) ------------------------------------------- */
 typedef enum {
     R_NONE = 0, R_WEB, R_OPENAPI, R_HEALTH, R_METRICS,
     R_DOC_UPLOAD, R_DOC_LIST, R_DOC_GET, R_DOC_DELETE, R_PAGE_PNG, R_JOB_GET,
-    R_SEARCH, R_ASK, R_CHAT, R_LOCATE, R_NOTFOUND, R_COUNT
+    R_SEARCH, R_ASK, R_CHAT, R_LOCATE, R_MODELS, R_MODEL_GET, R_EMBEDDINGS, R_NOTFOUND, R_COUNT
 } srv_route;
 const char *srv_route_name(int r);
 
@@ -258,6 +260,11 @@ typedef struct srv_gen_job {
     double temperature, top_p;
     int64_t seed;
     int json_mode;
+    int include_usage;         /* stream_options.include_usage: a last chunk with usage */
+    tools_set *tools;          /* chat "tools" (NULL: none, or tool_choice "none") */
+    int after_tools;           /* tool results follow the last user message: answer */
+    tools_result tr;           /* the calls the model made (tr.n_calls) */
+    int tools_cut;             /* the call was cut by max_tokens: finish_reason "length" */
     int32_t mode;              /* answer_mode */
     int show_unsupported;
     char model_name[64];
@@ -282,6 +289,14 @@ typedef struct srv_gen_job {
  * generation, answered as one JSON reply, or, when g->stream, as server-sent events from a
  * producer thread. */
 enum MHD_Result srv_gen_start(struct MHD_Connection *c, srv_req *r, srv_gen_job *g);
+
+/* ---- the OpenAI surface (server_openai.c) ---------------------------------------------- */
+enum MHD_Result srv_handle_models(struct MHD_Connection *c, srv_req *r);
+enum MHD_Result srv_handle_model_get(struct MHD_Connection *c, srv_req *r);
+enum MHD_Result srv_handle_embeddings(struct MHD_Connection *c, srv_req *r);
+/* 1 when a chat request may name this model: "mmrag" (retrieval + the language model) or
+ * the language model's own id (its file name without .gguf). */
+int srv_openai_chat_model_ok(srv_server *s, const char *id);
 
 /* server_locate.c */
 enum MHD_Result srv_handle_locate(struct MHD_Connection *c, srv_req *r);

@@ -141,6 +141,11 @@ static int parse_gen_opts(json_t *o, srv_gen_job *g, char *msg, size_t ml) {
         }
         g->json_mode = !strcmp(ts, "json_object");
     }
+    json_t *so = json_object_get(o, "stream_options");
+    if (so && !json_is_null(so)) {
+        if (!json_is_object(so)) { snprintf(msg, ml, "\"stream_options\" must be an object"); return -1; }
+        if (srv_json_bool(so, "include_usage", &g->include_usage, msg, ml)) return -1;
+    }
     return 0;
 }
 
@@ -174,52 +179,84 @@ enum MHD_Result srv_handle_ask(struct MHD_Connection *c, srv_req *r) {
     return srv_gen_start(c, r, g);
 }
 
-/* Chat messages: the last user message is the question; earlier turns become history. */
+/* One message's text for the history: its content, or for an assistant's tool calls
+ * "called NAME(ARGS)" per call. NULL when the message is malformed (msg says why). */
+static char *message_text(json_t *m, size_t i, const char *role, char *msg, size_t ml) {
+    json_t *content = json_object_get(m, "content");
+    json_t *calls = json_object_get(m, "tool_calls");
+    if (json_is_string(content)) return strdup(json_string_value(content));
+    if (strcmp(role, "assistant") || !json_is_array(calls) || (content && !json_is_null(content))) {
+        snprintf(msg, ml, "messages[%zu] must have a string \"content\"%s", i,
+                 !strcmp(role, "assistant") ? " or \"tool_calls\"" : "");
+        return NULL;
+    }
+    size_t cap = 16, len = 0, k;
+    json_t *c;
+    json_array_foreach(calls, k, c) cap += 32 + json_string_length(json_object_get(json_object_get(c, "function"), "name")) +
+                                          json_string_length(json_object_get(json_object_get(c, "function"), "arguments"));
+    char *t = malloc(cap);
+    if (!t) { snprintf(msg, ml, "out of memory"); return NULL; }
+    t[0] = 0;
+    json_array_foreach(calls, k, c) {
+        json_t *f = json_object_get(c, "function");
+        const char *nm = json_string_value(json_object_get(f, "name")), *args = json_string_value(json_object_get(f, "arguments"));
+        if (!nm || !args) { free(t); snprintf(msg, ml, "messages[%zu].tool_calls[%zu] needs function.name and function.arguments strings", i, k); return NULL; }
+        len += (size_t)snprintf(t + len, cap - len, "%scalled %s(%s)", k ? "; " : "", nm, args);
+    }
+    return t;
+}
+
+/* Chat messages: the last user message is the question; earlier turns (and tool results,
+ * as "tool: ...") become history. */
 static int parse_messages(json_t *msgs, srv_gen_job *g, char *msg, size_t ml) {
     if (!json_is_array(msgs) || json_array_size(msgs) == 0 || json_array_size(msgs) > 256) {
         snprintf(msg, ml, "\"messages\" must be a non-empty array (at most 256)");
         return -1;
     }
     size_t n = json_array_size(msgs), last_user = (size_t)-1;
-    for (size_t i = 0; i < n; i++) {
+    char **text = calloc(n, sizeof *text);
+    if (!text) { snprintf(msg, ml, "out of memory"); return -1; }
+    int rc = 0;
+    size_t hcap = 1;
+    for (size_t i = 0; i < n && !rc; i++) {
         json_t *m = json_array_get(msgs, i);
         json_t *role = json_is_object(m) ? json_object_get(m, "role") : NULL;
-        json_t *content = json_is_object(m) ? json_object_get(m, "content") : NULL;
-        if (!json_is_string(role) || !json_is_string(content)) {
-            snprintf(msg, ml, "messages[%zu] must have string \"role\" and \"content\"", i);
-            return -1;
+        const char *rs = json_is_string(role) ? json_string_value(role) : "";
+        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool")) {
+            snprintf(msg, ml, "messages[%zu].role must be system, user, assistant or tool", i);
+            rc = -1;
+        } else if (!(text[i] = message_text(m, i, rs, msg, ml))) {
+            rc = -1;
+        } else {
+            if (!strcmp(rs, "user")) last_user = i, g->after_tools = 0;
+            if (!strcmp(rs, "tool")) g->after_tools = 1;
+            hcap += strlen(text[i]) + 16;
         }
-        const char *rs = json_string_value(role);
-        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant")) {
-            snprintf(msg, ml, "messages[%zu].role must be system, user or assistant", i);
-            return -1;
-        }
-        if (!strcmp(rs, "user")) last_user = i;
     }
-    if (last_user == (size_t)-1) { snprintf(msg, ml, "\"messages\" needs a user message"); return -1; }
-    const char *qs = json_string_value(json_object_get(json_array_get(msgs, last_user), "content"));
-    if (!*qs || strlen(qs) > 4096) { snprintf(msg, ml, "the user message must be 1..4096 characters"); return -1; }
-    g->question = strdup(qs);
-    size_t hcap = 1, hlen = 0;
-    for (size_t i = 0; i < n; i++) {
+    if (!rc && last_user == (size_t)-1) { snprintf(msg, ml, "\"messages\" needs a user message"); rc = -1; }
+    if (!rc && (!*text[last_user] || strlen(text[last_user]) > 4096)) {
+        snprintf(msg, ml, "the user message must be 1..4096 characters");
+        rc = -1;
+    }
+    char *hist = rc ? NULL : malloc(hcap), *sys = NULL;
+    size_t hlen = 0;
+    if (!rc && !hist) { snprintf(msg, ml, "out of memory"); rc = -1; }
+    for (size_t i = 0; !rc && i < n; i++) {
         if (i == last_user) continue;
-        hcap += json_string_length(json_object_get(json_array_get(msgs, i), "content")) + 16;
+        const char *rs = json_string_value(json_object_get(json_array_get(msgs, i), "role"));
+        if (!strcmp(rs, "system")) { if (!sys) sys = strdup(text[i]); continue; }
+        hlen += (size_t)snprintf(hist + hlen, hcap - hlen, "%s: %s\n", rs, text[i]);
     }
-    char *hist = malloc(hcap), *sys = NULL;
-    if (!hist || !g->question) { free(hist); snprintf(msg, ml, "out of memory"); return -1; }
-    hist[0] = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (i == last_user) continue;
-        json_t *m = json_array_get(msgs, i);
-        const char *rs = json_string_value(json_object_get(m, "role"));
-        const char *cs = json_string_value(json_object_get(m, "content"));
-        if (!strcmp(rs, "system")) { if (!sys) sys = strdup(cs); continue; }
-        hlen += (size_t)snprintf(hist + hlen, hcap - hlen, "%s: %s\n", rs, cs);
+    if (!rc) {
+        g->question = strdup(text[last_user]);
+        if (hlen) g->history = hist, hist = NULL;
+        g->system = sys;
+        if (!g->question) { snprintf(msg, ml, "out of memory"); rc = -1; }
     }
-    if (hlen) g->history = hist;
-    else free(hist);
-    g->system = sys;
-    return 0;
+    free(hist);
+    for (size_t i = 0; i < n; i++) free(text[i]);
+    free(text);
+    return rc;
 }
 
 enum MHD_Result srv_handle_chat(struct MHD_Connection *c, srv_req *r) {
@@ -237,8 +274,17 @@ enum MHD_Result srv_handle_chat(struct MHD_Connection *c, srv_req *r) {
     }
     snprintf(g->model_name, sizeof g->model_name, "%s",
              json_is_string(model) ? json_string_value(model) : "mmrag");
+    if (json_is_string(model) && !srv_openai_chat_model_ok(r->srv, json_string_value(model))) {
+        json_decref(body);
+        free(g);
+        return srv_reply_error(c, r, 404, "model_not_found",
+                               "\"model\" must be \"mmrag\" or the language model's id (GET /v1/models)");
+    }
     if (parse_messages(json_object_get(body, "messages"), g, msg, sizeof msg) ||
         parse_gen_opts(body, g, msg, sizeof msg))
+        goto bad;
+    if (tools_parse(json_object_get(body, "tools"), json_object_get(body, "tool_choice"), &g->tools,
+                    msg, sizeof msg))
         goto bad;
     json_t *mm = json_object_get(body, "mmrag");   /* retrieval options, our extension */
     if (mm && !json_is_null(mm)) {
@@ -252,6 +298,7 @@ enum MHD_Result srv_handle_chat(struct MHD_Connection *c, srv_req *r) {
     return srv_gen_start(c, r, g);
 bad:
     json_decref(body);
+    tools_free(g->tools);
     free(g->question);
     free(g->system);
     free(g->history);

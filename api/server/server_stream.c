@@ -24,6 +24,8 @@ static void gen_job_unref(srv_gen_job *g) {
     pthread_mutex_unlock(&g->mu);
     if (left) return;
     answer_result_free(&g->a);
+    tools_result_free(&g->tr);
+    tools_free(g->tools);
     free(g->question);
     free(g->system);
     free(g->history);
@@ -120,6 +122,86 @@ static json_t *sources_text(srv_gen_job *g) {
     return json_string(buf);
 }
 
+/* OpenAI's tool_calls array ("index" only in stream deltas). */
+static json_t *tool_calls_json(srv_gen_job *g, int indexed) {
+    json_t *a = json_array();
+    for (int32_t i = 0; a && i < g->tr.n_calls; i++) {
+        char id[80];
+        snprintf(id, sizeof id, "call_%s_%d", g->id + 9, i);   /* after "chatcmpl-" */
+        json_t *c = json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", id, "type", "function", "function",
+                              "name", g->tr.calls[i].name, "arguments", g->tr.calls[i].arguments);
+        if (c && indexed) json_object_set_new(c, "index", json_integer(i));
+        json_array_append_new(a, c);
+    }
+    return a;
+}
+
+static const char *chat_finish(srv_gen_job *g) {
+    if (g->tr.n_calls) return "tool_calls";
+    if (g->tools_cut) return "length";
+    return finish_reason(g->a.stop_reason, 1);
+}
+
+static json_t *chat_usage(srv_gen_job *g) {
+    int32_t p = g->a.prompt_tokens + g->tr.prompt_tokens, c = g->a.completion_tokens + g->tr.completion_tokens;
+    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", p, "completion_tokens", c, "total_tokens", p + c);
+}
+
+/* What a chat client reads: the answer, then "Sources:" lines for clients that show only
+ * the content; in JSON mode exactly the one JSON value (citations are in the extension
+ * field). */
+static char *chat_content(srv_gen_job *g) {
+    const char *t = g->a.text ? g->a.text : "";
+    if (g->json_mode || g->tr.n_calls || g->tools_cut) return strdup(t);
+    json_t *src = sources_text(g);
+    const char *st = json_string_value(src) ? json_string_value(src) : "";
+    size_t al = strlen(t);
+    char *content = malloc(al + strlen(st) + 1);
+    if (content) {
+        memcpy(content, t, al);
+        strcpy(content + al, st);
+    }
+    json_decref(src);
+    return content;
+}
+
+/* The non-stream chat.completion object. */
+static json_t *chat_completion_json(srv_gen_job *g) {
+    json_t *msg = json_pack("{s:s,s:o}", "role", "assistant", "citations", citations_json(g));
+    if (!msg) return NULL;
+    if (g->tr.n_calls) {
+        json_object_set_new(msg, "content", json_null());
+        json_object_set_new(msg, "tool_calls", tool_calls_json(g, 0));
+    } else {
+        char *content = chat_content(g);
+        json_object_set_new(msg, "content", answer_json_str(content ? content : ""));
+        free(content);
+    }
+    return json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:s}],s:o,s:o,s:b}", "id", g->id, "object",
+                     "chat.completion", "created", (json_int_t)g->created, "model", g->model_name,
+                     "choices", "index", 0, "message", msg, "finish_reason", chat_finish(g),
+                     "usage", chat_usage(g), "citations", citations_json(g), "abstained",
+                     g->a.abstained);
+}
+
+/* The stream's last chunks: tool calls or sources, the finish chunk with citations, usage. */
+static void chat_stream_end(srv_gen_job *g) {
+    if (g->tr.n_calls)
+        sse_push(g, NULL, chat_chunk(g, json_pack("{s:o}", "tool_calls", tool_calls_json(g, 1)), NULL));
+    else if (!g->json_mode && !g->tools_cut)
+        sse_push(g, NULL, chat_chunk(g, json_pack("{s:o}", "content", sources_text(g)), NULL));
+    json_t *fin = chat_chunk(g, json_object(), chat_finish(g));
+    if (fin) json_object_set_new(fin, "citations", citations_json(g));
+    if (fin) json_object_set_new(fin, "abstained", json_boolean(g->a.abstained));
+    sse_push(g, NULL, fin);
+    if (g->include_usage) {   /* OpenAI: one more chunk, no choices, the request's usage */
+        json_t *u = json_pack("{s:s,s:s,s:I,s:s,s:[],s:o}", "id", g->id, "object", "chat.completion.chunk",
+                              "created", (json_int_t)g->created, "model", g->model_name, "choices",
+                              "usage", chat_usage(g));
+        sse_push(g, NULL, u);
+    }
+}
+
 static int status_of(int rc) {
     switch (rc) {
     case ANSWER_ERR_ARG: case ANSWER_ERR_CONTEXT: return 400;
@@ -157,6 +239,16 @@ static int gen_run(srv_gen_job *g) {
     rq->on_text = on_piece;
     rq->cancelled = gen_cancelled;
     rq->user = g;
+    if (g->tools && !g->after_tools) {   /* results after the last question: answer them */
+        int trc = tools_run(srv_query_llm(g->s), g->tools, rq, &g->tr, err, sizeof err);
+        if (trc != ANSWER_OK) {
+            snprintf(g->err, sizeof g->err, "%.500s", err);
+            g->status = status_of(trc);
+            return -1;
+        }
+        g->tools_cut = !g->tr.n_calls && !g->tr.answered;
+        if (!g->tr.answered) return 0;   /* calls, or cut short: no answer to write */
+    }
     struct embed_ctx *emb = srv_query_embedder(g->s);
     int rc = answer_run(r, emb ? embed_textenc(emb) : NULL, srv_query_llm(g->s), rq, &g->a, err,
                         sizeof err);
@@ -179,11 +271,7 @@ static void *producer_main(void *arg) {
                               "message", g->err, "status", g->status);
         sse_push(g, g->chat ? NULL : "error", e);
     } else if (g->chat) {
-        sse_push(g, NULL, chat_chunk(g, json_pack("{s:o}", "content", sources_text(g)), NULL));
-        json_t *fin = chat_chunk(g, json_object(), finish_reason(g->a.stop_reason, 1));
-        if (fin) json_object_set_new(fin, "citations", citations_json(g));
-        if (fin) json_object_set_new(fin, "abstained", json_boolean(g->a.abstained));
-        sse_push(g, NULL, fin);
+        chat_stream_end(g);
     } else {
         sse_push(g, "citations", json_pack("{s:o}", "citations", citations_json(g)));
         json_t *all = answer_json(&g->a, &g->rq);   /* the same object as a non-stream reply */
@@ -269,26 +357,7 @@ enum MHD_Result srv_gen_start(struct MHD_Connection *c, srv_req *r, srv_gen_job 
                                   : g->status == 499 ? "client_closed" : "generation_failed",
                                   "%s", g->err);
         } else if (g->chat) {
-            const answer_result *a = &g->a;
-            json_t *src = sources_text(g);
-            size_t al = strlen(a->text ? a->text : "");
-            const char *st = json_string_value(src);
-            char *content = malloc(al + strlen(st) + 1);
-            if (content) {
-                memcpy(content, a->text ? a->text : "", al);
-                strcpy(content + al, st);
-            }
-            json_decref(src);
-            json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:{s:s,s:s},s:s}],s:{s:i,s:i,s:i},s:o,s:b}",
-                                  "id", g->id, "object", "chat.completion", "created",
-                                  (json_int_t)g->created, "model", g->model_name, "choices", "index",
-                                  0, "message", "role", "assistant", "content",
-                                  content ? content : "", "finish_reason",
-                                  finish_reason(a->stop_reason, 1), "usage", "prompt_tokens",
-                                  a->prompt_tokens, "completion_tokens", a->completion_tokens,
-                                  "total_tokens", a->prompt_tokens + a->completion_tokens,
-                                  "citations", citations_json(g), "abstained", a->abstained);
-            free(content);
+            json_t *o = chat_completion_json(g);
             ret = o ? srv_reply_json(c, r, 200, o)
                     : srv_reply_error(c, r, 500, "internal", "could not encode the answer");
         } else {
