@@ -613,8 +613,8 @@ int tools_run(answer_llm *llm, const tools_set *ts, const answer_request *rq,
               tools_result *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     struct mmrag_engine *e = NULL;
-    struct mmrag_session *ss = answer_llm_acquire(llm, &e, err, errlen);
-    if (!ss) return ANSWER_ERR_MODEL;
+    struct mmrag_session *ss = answer_llm_acquire(llm, &e, rq->cancelled, rq->user, err, errlen);
+    if (!ss) return rq->cancelled && rq->cancelled(rq->user) ? ANSWER_ABORTED : ANSWER_ERR_MODEL;
     int rc = ANSWER_OK;
     struct mmrag_gen_result gr = {0};
     char *prompt = tools_prompt(e, ts, rq);
