@@ -400,7 +400,7 @@ int cli_index(int argc, char **argv) {
     clear_bar(&c);
     pthread_mutex_unlock(&c.mu);
 
-    embed_counts emb = {0, 0, 0};
+    embed_counts emb = {0};
     double emb_s = 0;
     if (embed && !interrupted) embed_step(&c, models, &emb, &emb_s); /* Ctrl-C stops it */
     sigaction(SIGINT, &old_int, NULL);
@@ -421,14 +421,15 @@ int cli_index(int argc, char **argv) {
         for (int i = 0; i < c.bad_paths.n; i++)
             json_array_append_new(docs, json_pack("{s:o,s:s,s:o}", "path", cli_json_str(c.bad_paths.v[i]),
                                                   "status", "failed", "error", cli_json_str(c.bad_msgs.v[i])));
-        cli_json_print(json_pack("{s:o,s:o,s:i,s:i,s:i,s:i,s:i,s:I,s:f,s:f,s:{s:I,s:I,s:I,s:f}}",
+        cli_json_print(json_pack("{s:o,s:o,s:i,s:i,s:i,s:i,s:i,s:I,s:f,s:f,s:{s:I,s:I,s:I,s:f,s:I,s:I}}",
                                  "db", cli_json_str(c.db), "documents", docs, "indexed", n_ok,
                                  "replaced", n_rep, "unchanged", n_same, "failed", n_fail,
                                  "skipped", n_skip, "pages", (json_int_t)pages, "seconds", el,
                                  "pages_per_s", el > 0 ? (double)pages / el : 0.0, "embedded",
                                  "chunks", (json_int_t)emb.chunks, "images",
                                  (json_int_t)emb.images, "figures", (json_int_t)emb.figures,
-                                 "seconds", emb_s));
+                                 "seconds", emb_s, "texts_encoded", (json_int_t)emb.encoded,
+                                 "texts_reused", (json_int_t)emb.reused));
     } else {
         printf("%d indexed, %d unchanged, %d failed%s; %lld pages in %.2f s (%.1f pages/s)\n", n_ok,
                n_same, n_fail, !n_skip ? "" : interrupted ? " (interrupted: others not indexed)"
@@ -436,8 +437,9 @@ int cli_index(int argc, char **argv) {
                (long long)pages, el, el > 0 ? (double)pages / el : 0.0);
         if (emb.chunks || emb.images || emb.figures)
             printf("embedded %lld chunks, %lld images by their text and %lld by their pixels in "
-                   "%.2f s\n", (long long)emb.chunks, (long long)emb.images,
-                   (long long)emb.figures, emb_s);
+                   "%.2f s (%lld texts encoded, %lld repeats reused)\n", (long long)emb.chunks,
+                   (long long)emb.images, (long long)emb.figures, emb_s,
+                   (long long)emb.encoded, (long long)emb.reused);
     }
     if (n_fail || n_skip) rc = dberr || n_skip ? CLI_DBERR : CLI_FAIL;
     if (interrupted) rc = 130;

@@ -2,6 +2,7 @@
  * their caption text (image space), both with MiniLM; and images by their pixels with
  * mmrag's own figure encoder (figure space), trained into MiniLM's space (vision/train). */
 #include "api/core/embed.h"
+#include "api/core/embed_cache.h"
 #include "api/core/ground.h"
 #include "vision/clip.h"
 #include "vision/textenc.h"
@@ -16,6 +17,7 @@
 struct embed_ctx {
     kern_pool *pool;          /* shared by both encoders (one caller at a time) */
     textenc *te;
+    embed_cache *cache;       /* identical texts embedded once (overlaps, running heads) */
     clip_model *fig;          /* NULL: images are found by their text only (fig_notice) */
     char fig_notice[512];
     embed_progress_fn progress;
@@ -117,6 +119,12 @@ int embed_create(const char *models_dir, embed_ctx **out, char *err, size_t errl
         free(e);
         return -1;
     }
+    /* 4096 recent texts: ~6.5 MB, about the sentences of 30 manual pages */
+    if (!(e->cache = embed_cache_create(textenc_dim(e->te), 4096))) {
+        embed_free(e);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
     load_figenc(e, embed_models_dir(models_dir, found, sizeof found));
     *out = e;
     return 0;
@@ -125,6 +133,7 @@ int embed_create(const char *models_dir, embed_ctx **out, char *err, size_t errl
 void embed_free(embed_ctx *e) {
     if (!e) return;
     textenc_free(e->te);
+    embed_cache_free(e->cache);
     clip_free(e->fig);
     kern_pool_free(e->pool);
     free(e);
@@ -148,6 +157,24 @@ int embed_dim(const embed_ctx *e) { return textenc_dim(e->te); }
 void *embed_textenc(embed_ctx *e) { return e->te; }
 int32_t embed_max_tokens(const embed_ctx *e) { (void)e; return TEXTENC_MAX_TOKENS; }
 
+static int encode_te(void *user, const char *const *texts, int32_t n, float *out, char *err,
+                     size_t errlen) {
+    return textenc_embed(user, texts, n, out, err, errlen);
+}
+
+/* Every text vector of a document goes through here: distinct texts are encoded once. */
+static int embed_distinct(embed_ctx *e, const char *const *texts, int32_t n, float *out,
+                          char *err, size_t errlen) {
+    return embed_cache_run(e->cache, texts, n, out, encode_te, e->te, err, errlen);
+}
+
+static void cache_counts(embed_ctx *e, int64_t *encoded, int64_t *reused) {
+    int64_t hits, dups, misses;
+    embed_cache_stats(e->cache, &hits, &dups, &misses);
+    *encoded = misses;
+    *reused = hits + dups;
+}
+
 int embed_texts(embed_ctx *e, const char *const *texts, int32_t n, float *out,
                 int64_t *n_tokens, char *err, size_t errlen) {
     if (!e || !e->te) { snprintf(err, errlen, "embed: no text encoder"); return -1; }
@@ -157,7 +184,7 @@ int embed_texts(embed_ctx *e, const char *const *texts, int32_t n, float *out,
         tok += t < 0 ? -t : t;
     }
     if (n_tokens) *n_tokens = tok;
-    return textenc_embed(e->te, texts, n, out, err, errlen);
+    return embed_distinct(e, texts, n, out, err, errlen);
 }
 
 /* What a chunk's vector encodes: its section path, then its text. Questions use the
@@ -195,7 +222,7 @@ static int embed_space(embed_ctx *e, store *s, int images, int64_t *done, char *
         if (ok) {
             for (int32_t i = 0; i < n && ok; i++) ok = (texts[i] = embed_text_of(&items[i])) != NULL;
             if (!ok) snprintf(err, errlen, "out of memory");
-            else ok = textenc_embed(e->te, texts, n, vec, err, errlen) == 0;
+            else ok = embed_distinct(e, texts, n, vec, err, errlen) == 0;
         } else {
             snprintf(err, errlen, "out of memory");
         }
@@ -277,7 +304,7 @@ static int embed_sentence_batch(embed_ctx *e, store *s, const store_todo *items,
         snprintf(err, errlen, "out of memory");
         goto out;
     }
-    if (total && textenc_embed(e->te, (const char **)texts, total, vec, err, errlen)) goto out;
+    if (total && embed_distinct(e, (const char **)texts, total, vec, err, errlen)) goto out;
     for (int32_t i = 0, at = 0; i < n; i++) {
         rows[i] = (store_sentvec){items[i].id, cnt[i], cnt[i] ? vec + (size_t)at * (size_t)dim : NULL};
         at += cnt[i];
@@ -383,15 +410,20 @@ static int64_t pending_total(embed_ctx *e, store *s) {
 }
 
 int embed_pending(embed_ctx *e, store *s, embed_counts *n, char *err, size_t errlen) {
-    embed_counts local = {0, 0, 0};
+    embed_counts local = {0};
     if (!n) n = &local;
     *n = local;
     e->done = 0;
     e->total = e->progress ? pending_total(e, s) : 0;
-    if (embed_space(e, s, 0, &n->chunks, err, errlen)) return -1;
-    if (embed_space(e, s, 1, &n->images, err, errlen)) return -1;
-    if (embed_figures(e, s, &n->figures, err, errlen)) return -1;
-    return embed_sentences(e, s, err, errlen);
+    int64_t enc0, reu0;
+    cache_counts(e, &enc0, &reu0);
+    int rc = embed_space(e, s, 0, &n->chunks, err, errlen) ||
+             embed_space(e, s, 1, &n->images, err, errlen) ||
+             embed_figures(e, s, &n->figures, err, errlen) || embed_sentences(e, s, err, errlen);
+    cache_counts(e, &n->encoded, &n->reused);
+    n->encoded -= enc0;
+    n->reused -= reu0;
+    return rc ? -1 : 0;
 }
 
 int embed_has_pending(embed_ctx *e, store *s) {

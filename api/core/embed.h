@@ -43,12 +43,16 @@ void *embed_textenc(embed_ctx *e);   /* the textenc * (for retr_textenc_encode) 
 int embed_texts(embed_ctx *e, const char *const *texts, int32_t n, float *out,
                 int64_t *n_tokens, char *err, size_t errlen);
 int32_t embed_max_tokens(const embed_ctx *e);
+
 /* Where the model files are: `given` if set, else $MMRAG_MODELS, ./models, or models/
  * beside/above the executable. Returns given, the env value, a literal, or buf. */
 const char *embed_models_dir(const char *given, char *buf, size_t len);
-typedef struct { int64_t chunks, images, figures; } embed_counts;
-/* Embed every chunk/image of the store without a vector; n (may be NULL) counts the
- * vectors written. Returns 0 or -1. */
+typedef struct {
+    int64_t chunks, images, figures;   /* vectors written */
+    int64_t encoded, reused;           /* texts the encoder ran on / texts that shared a vector */
+} embed_counts;
+/* Embed every chunk/image of the store without a vector (and the sentences of chunks);
+ * n (may be NULL) counts them. Returns 0 or -1. */
 int embed_pending(embed_ctx *e, store *s, embed_counts *n, char *err, size_t errlen);
 /* Called by embed_pending after each batch with the vectors written so far and the number
  * that were missing at the start; a nonzero return stops it (the rest stays pending). */

@@ -230,23 +230,27 @@ static int narrow_pages(store *s, vpe *v, locate_cands *c, const char *desc) {
         for (int32_t p = 0; p <= maxp; p++) best[p] = -3;
         for (int32_t i = 0; i < c->n; i++)
             if (score[i] > best[c->r[i].page]) best[c->r[i].page] = score[i];
-        /* the NARROW_PAGES-th best page score is the bar */
-        float bar = -3;
-        for (int k = 0; k < NARROW_PAGES; k++) {
-            float top = -3;
-            for (int32_t p = 0; p <= maxp; p++)
-                if (best[p] > top && (k == 0 || best[p] < bar)) top = best[p];
-            if (top <= -3) break;
-            bar = top;
-        }
+        /* the NARROW_PAGES best pages, ties to the earlier page: identical pages (a
+         * document that repeats itself) have identical vectors and must not all pass */
+        int32_t *order = malloc((size_t)(maxp + 1) * sizeof *order), np = 0;
+        if (!order) { rc = -1; goto out; }
+        for (int32_t p = 0; p <= maxp; p++)
+            if (best[p] > -3) order[np++] = p;
+        for (int32_t i = 1; i < np; i++)   /* insertion sort: stable, pages ascending */
+            for (int32_t j = i; j > 0 && best[order[j]] > best[order[j - 1]]; j--) {
+                int32_t t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
+            }
+        for (int32_t k = NARROW_PAGES; k < np; k++) best[order[k]] = -3;   /* dropped */
+        free(order);
         int32_t m = 0;
         for (int32_t i = 0; i < c->n; i++)
-            if (best[c->r[i].page] >= bar) {
+            if (best[c->r[i].page] > -3) {
                 c->r[m] = c->r[i];
                 c->is_image[m++] = c->is_image[i];
             }
         c->n = m;
     }
+out:
     free(q);
     free(score);
     free(best);
