@@ -73,6 +73,15 @@ f=$(mrr fused); t=$(mrr text)
 if [ -n "$f" ] && awk -v f="$f" -v t="$t" 'BEGIN { exit !(f >= 0.7 && f >= t) }'; then
   ok "eval: fused MRR $f >= text-only $t and >= 0.7"
 else bad "eval: fused MRR '$f' text '$t'"; fi
+
+# sentence vectors pooled in their chunk's pass (MMRAG_SENTVEC=context): one encoder run per
+# chunk, and search still works (MRR 0.848 here vs 0.900 with sentences encoded alone)
+out=$(MMRAG_SENTVEC=context "$m" index --db "$tmp/ctxdb" "$tmp/pdf"/*.pdf 2>&1)
+ev=$("$m" eval retrieval --db "$tmp/ctxdb" tests/data/eval_questions.json 2>&1)
+f=$(mrr fused); enc=$(printf '%s' "$out" | grep -o '([0-9]* texts encoded' | grep -o '[0-9]*')
+if [ -n "$f" ] && [ -n "$enc" ] && [ "$enc" -lt 100 ] && awk -v f="$f" 'BEGIN { exit !(f >= 0.7) }'; then
+  ok "MMRAG_SENTVEC=context: $enc encoder texts (sentences pooled in context), fused MRR $f"
+else bad "MMRAG_SENTVEC=context: MRR '$f', encoded '$enc': $out"; fi
 rm -rf "$tmp"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

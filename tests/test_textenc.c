@@ -219,6 +219,39 @@ TEST(batch_equals_single) {
     CHECK(textenc_embed(te, NULL, 2, batch, err, sizeof err) != 0);
 }
 
+/* Late chunking: the text's own vector is textenc_embed's (tokenizing piece by piece at
+ * word boundaries gives the same tokens); a span's vector is its tokens pooled in context,
+ * close to (not equal to) the sentence encoded alone; a span past the 256-token window is
+ * a zero row. */
+TEST(spans_pool_in_context) {
+    if (!models_present()) SKIP("models/minilm not fetched");
+    textenc *te = get_te();
+    CHECK(te);
+    const char *t0 = "Installing R. The sources are unpacked with tar. Run configure, then make.";
+    static char longt[4000];
+    longt[0] = 0;
+    for (int i = 0; i < 60; i++) strcat(longt, "Words fill the window here. ");
+    strcat(longt, "The last sentence.");
+    const char *texts[2] = {t0, longt};
+    textenc_span sp[3] = {{14, 34}, {49, 25}, {(uint32_t)(strlen(longt) - 18), 18}};
+    int32_t ns[2] = {2, 1};
+    float whole[2 * 384], spans[3 * 384], ref[2 * 384], alone[384];
+    char err[256];
+    CHECK_MSG(textenc_embed_spans(te, texts, 2, sp, ns, whole, spans, err, sizeof err) == 0, "%s", err);
+    CHECK(textenc_embed(te, texts, 2, ref, err, sizeof err) == 0);
+    for (int j = 0; j < 2 * 384; j++) CHECK_MSG(fabs(whole[j] - ref[j]) < 1e-5, "text %d dim %d", j / 384, j % 384);
+    const char *s1 = "The sources are unpacked with tar.";
+    CHECK(strncmp(t0 + 14, s1, 34) == 0);
+    CHECK(textenc_embed(te, &s1, 1, alone, err, sizeof err) == 0);
+    double c = test_cosine(spans, alone, 384);
+    CHECK_MSG(c > 0.6 && c < 0.9999, "span in context vs alone: cosine %.4f", c);
+    double c12 = test_cosine(spans, spans + 384, 384);
+    CHECK_MSG(c12 < 0.9999, "two spans pooled the same tokens (%.4f)", c12);
+    double norm = 0;
+    for (int j = 0; j < 384; j++) norm += (double)spans[2 * 384 + j] * spans[2 * 384 + j];
+    CHECK_MSG(norm == 0, "a span past the window has norm %g", norm);
+}
+
 TEST(semantic_sanity) {
     if (!models_present()) SKIP("models/minilm not fetched");
     textenc *te = get_te();

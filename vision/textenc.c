@@ -388,27 +388,31 @@ static void forward(textenc *te, fwd *c) {
     kern_pool_run(p, c->n_texts, 1, pool_texts, c);
 }
 
+/* How a batch gets its tokens, and what happens after each forward pass. */
+typedef struct batch_src {
+    /* token ids of texts [b, e) of the call into ids + (i - g0) * TEXTENC_MAX_TOKENS */
+    void (*tokenize)(struct batch_src *src, int64_t b, int64_t e, int64_t g0, int32_t *ids,
+                     int32_t *lens);
+    /* texts [t0, t0 + c->n_texts) just ran; their final token states are in c->x */
+    void (*after)(struct batch_src *src, int32_t t0, const fwd *c);
+} batch_src;
+
 typedef struct {
     const textenc *te;
-    const char *const *texts;
+    batch_src *src;
+    int64_t g0;
     int32_t *ids;   /* [group][TEXTENC_MAX_TOKENS] */
     int32_t *lens;
 } tok_ctx;
 
-static void tokenize_texts(void *c_, int64_t b, int64_t e, int thread) {
+static void tokenize_group(void *c_, int64_t b, int64_t e, int thread) {
     tok_ctx *c = c_;
-    for (int64_t i = b; i < e; i++)
-        c->lens[i] = textenc_tokenize(c->te, c->texts[i], c->ids + i * TEXTENC_MAX_TOKENS,
-                                      TEXTENC_MAX_TOKENS);
+    c->src->tokenize(c->src, c->g0 + b, c->g0 + e, c->g0, c->ids, c->lens);
 }
 
-int textenc_embed(textenc *te, const char *const *texts, int32_t n, float *out, char *err,
-                  size_t errlen) {
-    if (!te || n < 0 || (n > 0 && (!texts || !out))) {
-        vision_set_err(err, errlen, "textenc: bad arguments to textenc_embed");
-        return -1;
-    }
-    if (n == 0) return 0;
+/* Texts in token-budgeted forward passes of whole texts, tokenized a group at a time. */
+static int run_batches(textenc *te, int32_t n, batch_src *src, float *out, char *err,
+                       size_t errlen) {
     int64_t h = te->h, B = TE_TOKEN_BUDGET;
     int32_t *tok = malloc((size_t)TE_TOKENIZE_GROUP * TEXTENC_MAX_TOKENS * sizeof *tok);
     int32_t *lens = malloc(TE_TOKENIZE_GROUP * sizeof *lens);
@@ -426,8 +430,8 @@ int textenc_embed(textenc *te, const char *const *texts, int32_t n, float *out, 
     pthread_mutex_lock(&te->mu);
     for (int32_t g0 = 0; g0 < n; g0 += TE_TOKENIZE_GROUP) {
         int32_t gn = n - g0 < TE_TOKENIZE_GROUP ? n - g0 : TE_TOKENIZE_GROUP;
-        tok_ctx tc = {te, texts + g0, tok, lens};
-        kern_pool_run(te->pool, gn, 4, tokenize_texts, &tc);
+        tok_ctx tc = {te, src, g0, tok, lens};
+        kern_pool_run(te->pool, gn, 4, tokenize_group, &tc);
         /* forward passes over runs of whole texts within the token budget */
         for (int32_t a = 0; a < gn;) {
             int32_t m = 0, T = 0;
@@ -440,6 +444,7 @@ int textenc_embed(textenc *te, const char *const *texts, int32_t n, float *out, 
             }
             fwd c = {te, m, ids, start, x, qkv, ctx, tmp, mid, out + (int64_t)(g0 + a) * h, NULL};
             forward(te, &c);
+            if (src->after) src->after(src, g0 + a, &c);
             a += m;
         }
     }
@@ -447,5 +452,124 @@ int textenc_embed(textenc *te, const char *const *texts, int32_t n, float *out, 
 done:
     free(tok); free(lens); free(ids); free(start);
     free(x); free(qkv); free(ctx); free(tmp); free(mid);
+    return rc;
+}
+
+static int check_args(const textenc *te, const char *const *texts, int32_t n, const float *out,
+                      char *err, size_t errlen) {
+    if (!te || n < 0 || (n > 0 && (!texts || !out))) {
+        vision_set_err(err, errlen, "textenc: bad arguments");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- whole texts -------------------------------------------------------------------- */
+typedef struct { batch_src base; const textenc *te; const char *const *texts; } plain_src;
+
+static void plain_tokenize(batch_src *s, int64_t b, int64_t e, int64_t g0, int32_t *ids,
+                           int32_t *lens) {
+    plain_src *p = (plain_src *)s;
+    for (int64_t i = b; i < e; i++)
+        lens[i - g0] = textenc_tokenize(p->te, p->texts[i], ids + (i - g0) * TEXTENC_MAX_TOKENS,
+                                        TEXTENC_MAX_TOKENS);
+}
+
+int textenc_embed(textenc *te, const char *const *texts, int32_t n, float *out, char *err,
+                  size_t errlen) {
+    if (check_args(te, texts, n, out, err, errlen)) return -1;
+    if (n == 0) return 0;
+    plain_src src = {{plain_tokenize, NULL}, te, texts};
+    return run_batches(te, n, &src.base, out, err, errlen);
+}
+
+/* ---- spans pooled in context (late chunking) ------------------------------------------ */
+typedef struct {
+    batch_src base;
+    const textenc *te;
+    const char *const *texts;
+    const textenc_span *spans;
+    const int32_t *n_spans;
+    const int64_t *first;     /* per text: index of its first span */
+    int32_t *lo, *hi;         /* per span: its tokens [lo, hi) within its text */
+    float *span_out;
+} span_src;
+
+/* Appends the word pieces of text[a, b) at ids + *n, below limit. */
+static void add_piece(const textenc *te, const char *text, uint32_t a, uint32_t b, int32_t *ids,
+                      int32_t *n, int32_t limit) {
+    if (b <= a || *n >= limit) return;
+    char *piece = strndup(text + a, b - a);
+    int32_t tmp[TEXTENC_MAX_TOKENS];
+    int32_t m = piece ? vision_wp_tokenize(te->wp, piece, tmp, TEXTENC_MAX_TOKENS) : 0;
+    free(piece);
+    for (int32_t k = 1; k + 1 < m && *n < limit; k++) ids[(*n)++] = tmp[k];   /* no [CLS]/[SEP] */
+}
+
+static void span_tokenize(batch_src *s, int64_t b, int64_t e, int64_t g0, int32_t *ids,
+                          int32_t *lens) {
+    span_src *p = (span_src *)s;
+    const textenc *te = p->te;
+    int32_t limit = (TEXTENC_MAX_TOKENS < te->max_pos ? TEXTENC_MAX_TOKENS : te->max_pos) - 1;
+    int32_t cs[2];   /* [CLS] and [SEP]: the tokens of "" */
+    vision_wp_tokenize(te->wp, "", cs, 2);
+    for (int64_t i = b; i < e; i++) {
+        const char *t = p->texts[i] ? p->texts[i] : "";
+        uint32_t len = (uint32_t)strlen(t), at = 0;
+        int32_t *o = ids + (i - g0) * TEXTENC_MAX_TOKENS, n = 0;
+        o[n++] = cs[0];
+        for (int32_t j = 0; j < p->n_spans[i]; j++) {
+            int64_t k = p->first[i] + j;
+            uint32_t s0 = p->spans[k].off < len ? p->spans[k].off : len;
+            uint32_t s1 = p->spans[k].len < len - s0 ? s0 + p->spans[k].len : len;
+            add_piece(te, t, at, s0, o, &n, limit);
+            p->lo[k] = n;
+            add_piece(te, t, s0, s1, o, &n, limit);
+            p->hi[k] = n;
+            at = s1 > at ? s1 : at;
+        }
+        add_piece(te, t, at, len, o, &n, limit);
+        o[n++] = cs[1];
+        lens[i - g0] = n;
+    }
+}
+
+static void span_after(batch_src *s, int32_t t0, const fwd *c) {
+    span_src *p = (span_src *)s;
+    int64_t h = c->te->h;
+    for (int32_t t = 0; t < c->n_texts; t++)
+        for (int32_t j = 0; j < p->n_spans[t0 + t]; j++) {
+            int64_t k = p->first[t0 + t] + j;
+            float *o = p->span_out + k * h;
+            memset(o, 0, (size_t)h * sizeof *o);
+            for (int32_t q = p->lo[k]; q < p->hi[k]; q++)
+                kern_add(o, c->x + (int64_t)(c->start[t] + q) * h, h);
+            double norm = 0;
+            for (int64_t d = 0; d < h; d++) norm += (double)o[d] * o[d];
+            if (norm <= 0) continue;   /* outside the window: a zero row */
+            float inv = (float)(1.0 / sqrt(norm));
+            for (int64_t d = 0; d < h; d++) o[d] *= inv;
+        }
+}
+
+int textenc_embed_spans(textenc *te, const char *const *texts, int32_t n,
+                        const textenc_span *spans, const int32_t *n_spans, float *out,
+                        float *span_out, char *err, size_t errlen) {
+    if (check_args(te, texts, n, out, err, errlen)) return -1;
+    if (n > 0 && !n_spans) { vision_set_err(err, errlen, "textenc: bad arguments"); return -1; }
+    if (n == 0) return 0;
+    int64_t total = 0;
+    int64_t *first = malloc((size_t)n * sizeof *first);
+    if (!first) { vision_set_err(err, errlen, "textenc: out of memory"); return -1; }
+    for (int32_t i = 0; i < n; i++) { first[i] = total; total += n_spans[i] > 0 ? n_spans[i] : 0; }
+    int32_t *lo = malloc((size_t)(total + 1) * sizeof *lo), *hi = malloc((size_t)(total + 1) * sizeof *hi);
+    int rc = -1;
+    if (!lo || !hi || (total && (!spans || !span_out))) {
+        vision_set_err(err, errlen, lo && hi ? "textenc: bad arguments" : "textenc: out of memory");
+    } else {
+        span_src src = {{span_tokenize, span_after}, te, texts, spans, n_spans, first, lo, hi, span_out};
+        rc = run_batches(te, n, &src.base, out, err, errlen);
+    }
+    free(first); free(lo); free(hi);
     return rc;
 }

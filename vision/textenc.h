@@ -57,4 +57,20 @@ int32_t textenc_tokenize(const textenc *te, const char *text, int32_t *ids, int3
  * bad arguments). */
 int textenc_embed(textenc *te, const char *const *texts, int32_t n, float *out, char *err,
                   size_t errlen);
+
+/* A byte range of a text: a sentence to pool in the context of its text. */
+typedef struct textenc_span { uint32_t off, len; } textenc_span;
+
+/* textenc_embed, and also a vector for each span of each text computed in the context of
+ * the whole text ("late chunking"): the mean of the span's final token states, L2-normalized.
+ * One forward pass gives a chunk's vector and its sentences' vectors, where encoding the
+ * sentences alone would run the encoder over their tokens a second time. Text i has
+ * n_spans[i] spans at spans + (sum of the earlier n_spans), sorted and not overlapping,
+ * each starting and ending at a word boundary (the text is tokenized piece by piece at
+ * the span edges, which equals the whole text's tokens at such boundaries). span_out gets
+ * one row per span in the same order; a span outside the 256-token window (or empty)
+ * gets a zero row. Returns 0 or -1. */
+int textenc_embed_spans(textenc *te, const char *const *texts, int32_t n,
+                        const textenc_span *spans, const int32_t *n_spans, float *out,
+                        float *span_out, char *err, size_t errlen);
 #endif

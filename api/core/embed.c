@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +19,10 @@ struct embed_ctx {
     kern_pool *pool;          /* shared by both encoders (one caller at a time) */
     textenc *te;
     embed_cache *cache;       /* identical texts embedded once (overlaps, running heads) */
+    _Atomic int64_t encoded_direct;   /* texts encoded outside the cache (chunks with sentences in
+                                 context) */
+    int sent_in_context;      /* sentence vectors pooled inside their chunk's pass
+                                 ($MMRAG_SENTVEC=context) instead of encoded alone */
     clip_model *fig;          /* NULL: images are found by their text only (fig_notice) */
     char fig_notice[512];
     embed_progress_fn progress;
@@ -125,6 +130,11 @@ int embed_create(const char *models_dir, embed_ctx **out, char *err, size_t errl
         snprintf(err, errlen, "out of memory");
         return -1;
     }
+    /* MMRAG_SENTVEC=context: sentence vectors pooled inside the chunk's pass, 1.7x faster
+     * indexing; not the default, as on the untuned Debian set R@5 fell 0.883 -> 0.844
+     * while R@1 rose 0.532 -> 0.558 (issue 14, measured side by side) */
+    const char *sv = getenv("MMRAG_SENTVEC");
+    e->sent_in_context = sv && strcmp(sv, "context") == 0;
     load_figenc(e, embed_models_dir(models_dir, found, sizeof found));
     *out = e;
     return 0;
@@ -171,7 +181,7 @@ static int embed_distinct(embed_ctx *e, const char *const *texts, int32_t n, flo
 static void cache_counts(embed_ctx *e, int64_t *encoded, int64_t *reused) {
     int64_t hits, dups, misses;
     embed_cache_stats(e->cache, &hits, &dups, &misses);
-    *encoded = misses;
+    *encoded = misses + e->encoded_direct;
     *reused = hits + dups;
 }
 
@@ -201,6 +211,65 @@ static char *embed_text_of(const store_todo *t) {
     return s;
 }
 
+/* ---- sentence vectors: a chunk also scores by its best sentence (retrieval) ---- */
+#define SENT_MAX 32          /* sentences embedded per chunk; the rest share the chunk's */
+#define SENT_MIN_WORDS 4     /* shorter pieces (headings, labels) say little on their own */
+
+static int span_words(const char *t, ground_span sp) {
+    int w = 0, in = 0;
+    for (uint32_t i = sp.off; i < sp.off + sp.len; i++) {
+        int sp_ = t[i] == ' ' || t[i] == '\n' || t[i] == '\t';
+        if (!sp_ && !in) w++;
+        in = !sp_;
+    }
+    return w;
+}
+
+/* the sentences of one chunk worth a vector of their own: none when there is only one
+ * (the chunk's vector is that sentence's) */
+static int32_t chunk_sentences(const char *text, ground_span *out) {
+    ground_span sp[SENT_MAX * 2];
+    int32_t n = ground_split(text, sp, SENT_MAX * 2), k = 0;
+    for (int32_t i = 0; i < n && k < SENT_MAX; i++)
+        if (span_words(text, sp[i]) >= SENT_MIN_WORDS) out[k++] = sp[i];
+    return k > 1 ? k : 0;
+}
+
+/* Chunk vectors and their sentences' vectors from one forward pass: each sentence is
+ * pooled in the context of its chunk (textenc_embed_spans) instead of being encoded again
+ * on its own. texts[i] is items[i]'s embedded text (section path first). */
+static int embed_chunks_in_context(embed_ctx *e, store *s, const store_todo *items, int32_t n,
+                                   const char *const *texts, float *vec, char *err,
+                                   size_t errlen) {
+    int dim = textenc_dim(e->te);
+    textenc_span *sp = malloc((size_t)n * SENT_MAX * sizeof *sp);
+    ground_span *g = malloc(SENT_MAX * sizeof *g);
+    int32_t *cnt = calloc((size_t)n, sizeof *cnt), total = 0, rc = -1;
+    store_sentvec *rows = calloc((size_t)n, sizeof *rows);
+    float *sv = malloc((size_t)n * SENT_MAX * (size_t)dim * sizeof *sv);
+    if (!sp || !g || !cnt || !rows || !sv) { snprintf(err, errlen, "out of memory"); goto out; }
+    for (int32_t i = 0; i < n; i++) {
+        const char *t = items[i].text ? items[i].text : "";
+        uint32_t shift = (uint32_t)(strlen(texts[i]) - strlen(t));   /* the section prefix */
+        cnt[i] = chunk_sentences(t, g);
+        for (int32_t j = 0; j < cnt[i]; j++) sp[total++] = (textenc_span){g[j].off + shift, g[j].len};
+    }
+    if (textenc_embed_spans(e->te, texts, n, sp, cnt, vec, sv, err, errlen)) goto out;
+    e->encoded_direct += n;
+    for (int32_t i = 0, at = 0; i < n; i++) {
+        rows[i] = (store_sentvec){items[i].id, cnt[i], cnt[i] ? sv + (size_t)at * (size_t)dim : NULL};
+        at += cnt[i];
+    }
+    if (store_sentvecs_put(s, textenc_model_id(e->te), dim, rows, n, NULL) != STORE_OK) {
+        snprintf(err, errlen, "%s", store_errmsg(s));
+        goto out;
+    }
+    rc = 0;
+out:
+    free(sp); free(g); free(cnt); free(rows); free(sv);
+    return rc;
+}
+
 /* One space: fetch todo batches, embed, write. */
 static int embed_space(embed_ctx *e, store *s, int images, int64_t *done, char *err,
                        size_t errlen) {
@@ -222,6 +291,8 @@ static int embed_space(embed_ctx *e, store *s, int images, int64_t *done, char *
         if (ok) {
             for (int32_t i = 0; i < n && ok; i++) ok = (texts[i] = embed_text_of(&items[i])) != NULL;
             if (!ok) snprintf(err, errlen, "out of memory");
+            else if (!images && e->sent_in_context)
+                ok = embed_chunks_in_context(e, s, items, n, texts, vec, err, errlen) == 0;
             else ok = embed_distinct(e, texts, n, vec, err, errlen) == 0;
         } else {
             snprintf(err, errlen, "out of memory");
@@ -250,30 +321,6 @@ static int embed_space(embed_ctx *e, store *s, int images, int64_t *done, char *
         store_todos_free(items, n);
         if (!ok) return -1;
     }
-}
-
-/* ---- sentence vectors: a chunk also scores by its best sentence (retrieval) ---- */
-#define SENT_MAX 32          /* sentences embedded per chunk; the rest share the chunk's */
-#define SENT_MIN_WORDS 4     /* shorter pieces (headings, labels) say little on their own */
-
-static int span_words(const char *t, ground_span sp) {
-    int w = 0, in = 0;
-    for (uint32_t i = sp.off; i < sp.off + sp.len; i++) {
-        int sp_ = t[i] == ' ' || t[i] == '\n' || t[i] == '\t';
-        if (!sp_ && !in) w++;
-        in = !sp_;
-    }
-    return w;
-}
-
-/* the sentences of one chunk worth a vector of their own: none when there is only one
- * (the chunk's vector is that sentence's) */
-static int32_t chunk_sentences(const char *text, ground_span *out) {
-    ground_span sp[SENT_MAX * 2];
-    int32_t n = ground_split(text, sp, SENT_MAX * 2), k = 0;
-    for (int32_t i = 0; i < n && k < SENT_MAX; i++)
-        if (span_words(text, sp[i]) >= SENT_MIN_WORDS) out[k++] = sp[i];
-    return k > 1 ? k : 0;
 }
 
 /* one batch of chunks: split, embed every sentence in one call, write one row per chunk */
