@@ -235,6 +235,22 @@ static int32_t chunk_sentences(const char *text, ground_span *out) {
     return k > 1 ? k : 0;
 }
 
+/* One sentence row per chunk: cnt[i] vectors of chunk i, laid end to end in vec. */
+static int put_sentvecs(embed_ctx *e, store *s, const store_todo *items, int32_t n,
+                        const int32_t *cnt, const float *vec, char *err, size_t errlen) {
+    int dim = textenc_dim(e->te);
+    store_sentvec *rows = calloc((size_t)n, sizeof *rows);
+    if (!rows) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (int32_t i = 0, at = 0; i < n; i++) {
+        rows[i] = (store_sentvec){items[i].id, cnt[i], cnt[i] ? vec + (size_t)at * (size_t)dim : NULL};
+        at += cnt[i];
+    }
+    int rc = store_sentvecs_put(s, textenc_model_id(e->te), dim, rows, n, NULL) != STORE_OK ? -1 : 0;
+    if (rc) snprintf(err, errlen, "%s", store_errmsg(s));
+    free(rows);
+    return rc;
+}
+
 /* Chunk vectors and their sentences' vectors from one forward pass: each sentence is
  * pooled in the context of its chunk (textenc_embed_spans) instead of being encoded again
  * on its own. texts[i] is items[i]'s embedded text (section path first). */
@@ -245,9 +261,8 @@ static int embed_chunks_in_context(embed_ctx *e, store *s, const store_todo *ite
     textenc_span *sp = malloc((size_t)n * SENT_MAX * sizeof *sp);
     ground_span *g = malloc(SENT_MAX * sizeof *g);
     int32_t *cnt = calloc((size_t)n, sizeof *cnt), total = 0, rc = -1;
-    store_sentvec *rows = calloc((size_t)n, sizeof *rows);
     float *sv = malloc((size_t)n * SENT_MAX * (size_t)dim * sizeof *sv);
-    if (!sp || !g || !cnt || !rows || !sv) { snprintf(err, errlen, "out of memory"); goto out; }
+    if (!sp || !g || !cnt || !sv) { snprintf(err, errlen, "out of memory"); goto out; }
     for (int32_t i = 0; i < n; i++) {
         const char *t = items[i].text ? items[i].text : "";
         uint32_t shift = (uint32_t)(strlen(texts[i]) - strlen(t));   /* the section prefix */
@@ -256,17 +271,9 @@ static int embed_chunks_in_context(embed_ctx *e, store *s, const store_todo *ite
     }
     if (textenc_embed_spans(e->te, texts, n, sp, cnt, vec, sv, err, errlen)) goto out;
     e->encoded_direct += n;
-    for (int32_t i = 0, at = 0; i < n; i++) {
-        rows[i] = (store_sentvec){items[i].id, cnt[i], cnt[i] ? sv + (size_t)at * (size_t)dim : NULL};
-        at += cnt[i];
-    }
-    if (store_sentvecs_put(s, textenc_model_id(e->te), dim, rows, n, NULL) != STORE_OK) {
-        snprintf(err, errlen, "%s", store_errmsg(s));
-        goto out;
-    }
-    rc = 0;
+    rc = put_sentvecs(e, s, items, n, cnt, sv, err, errlen);
 out:
-    free(sp); free(g); free(cnt); free(rows); free(sv);
+    free(sp); free(g); free(cnt); free(sv);
     return rc;
 }
 
@@ -330,10 +337,9 @@ static int embed_sentence_batch(embed_ctx *e, store *s, const store_todo *items,
     ground_span *sp = malloc((size_t)n * SENT_MAX * sizeof *sp);
     int32_t *cnt = calloc((size_t)n, sizeof *cnt);
     char **texts = calloc((size_t)n * SENT_MAX, sizeof *texts);
-    store_sentvec *rows = calloc((size_t)n, sizeof *rows);
     float *vec = NULL;
     int32_t total = 0, rc = -1;
-    if (!sp || !cnt || !texts || !rows) { snprintf(err, errlen, "out of memory"); goto out; }
+    if (!sp || !cnt || !texts) { snprintf(err, errlen, "out of memory"); goto out; }
     for (int32_t i = 0; i < n; i++) {
         const char *t = items[i].text ? items[i].text : "";
         cnt[i] = chunk_sentences(t, sp + (size_t)i * SENT_MAX);
@@ -352,18 +358,10 @@ static int embed_sentence_batch(embed_ctx *e, store *s, const store_todo *items,
         goto out;
     }
     if (total && embed_distinct(e, (const char **)texts, total, vec, err, errlen)) goto out;
-    for (int32_t i = 0, at = 0; i < n; i++) {
-        rows[i] = (store_sentvec){items[i].id, cnt[i], cnt[i] ? vec + (size_t)at * (size_t)dim : NULL};
-        at += cnt[i];
-    }
-    if (store_sentvecs_put(s, textenc_model_id(e->te), dim, rows, n, NULL) != STORE_OK) {
-        snprintf(err, errlen, "%s", store_errmsg(s));
-        goto out;
-    }
-    rc = 0;
+    rc = put_sentvecs(e, s, items, n, cnt, vec, err, errlen);
 out:
     for (int32_t i = 0; texts && i < total; i++) free(texts[i]);
-    free(texts); free(sp); free(cnt); free(rows); free(vec);
+    free(texts); free(sp); free(cnt); free(vec);
     return rc;
 }
 

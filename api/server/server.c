@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,6 +48,20 @@ void srv_config_default(srv_config *c) {
     c->ingest_mem_mb = l.mem_mb;
     c->ingest_cpu_s = l.cpu_s;
     c->rate_limit = 20;
+}
+
+int srv_peer_closed(int fd) {
+    char ch;
+    return fd >= 0 && recv(fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+void srv_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int ms) {
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += (long)(ms % 1000) * 1000000;
+    until.tv_sec += ms / 1000 + until.tv_nsec / 1000000000;
+    until.tv_nsec %= 1000000000;
+    pthread_cond_timedwait(cv, mu, &until);
 }
 
 uint16_t srv_port(const srv_server *s) { return s ? s->port : 0; }

@@ -149,6 +149,11 @@ typedef struct srv_req {
 } srv_req;
 
 double srv_now(void);
+/* 1 when the client behind socket fd has closed its side (a peek reads 0 bytes; bytes of
+ * a pipelined next request are not a close). */
+int srv_peer_closed(int fd);
+/* pthread_cond_timedwait for at most ms milliseconds (mu held). */
+void srv_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int ms);
 /* Replies: each queues a response on c and records the status in r. */
 enum MHD_Result srv_reply_json(struct MHD_Connection *c, srv_req *r, int status, json_t *j);
 enum MHD_Result srv_reply_error(struct MHD_Connection *c, srv_req *r, int status,

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 
 static void gen_job_unref(srv_gen_job *g) {
@@ -72,11 +71,7 @@ static int gen_cancelled(void *user) {
     pthread_mutex_lock(&g->mu);
     int stop = g->gone || g->s->stopping;
     pthread_mutex_unlock(&g->mu);
-    if (!stop && g->peer_fd >= 0) {
-        char ch;
-        stop = recv(g->peer_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
-    }
-    return stop;
+    return stop || srv_peer_closed(g->peer_fd);
 }
 
 static int on_piece(void *user, const char *piece, size_t len) {

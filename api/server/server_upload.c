@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -158,14 +157,8 @@ static int queue_wait_room(srv_server *s, struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     double until = srv_now() + (s->cfg.timeout_s > 0 ? s->cfg.timeout_s : 30);
     while (s->q_len >= s->cfg.queue_max && !s->stopping && srv_now() < until) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 250000000;
-        ts.tv_sec += ts.tv_nsec / 1000000000;
-        ts.tv_nsec %= 1000000000;
-        pthread_cond_timedwait(&s->qroom, &s->qmu, &ts);
-        char ch;
-        if (ci && recv(ci->connect_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT) == 0) return 0;
+        srv_cond_wait_ms(&s->qroom, &s->qmu, 250);
+        if (ci && srv_peer_closed(ci->connect_fd)) return 0;
     }
     return s->q_len < s->cfg.queue_max && !s->stopping;
 }
