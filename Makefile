@@ -255,6 +255,21 @@ bench: deps-dev
 	@scripts/build-llamacpp.sh >/dev/null || echo "bench: llama.cpp baseline could not be built"
 	@scripts/run-bench.sh $(BUILD) $(MODELS) $(BENCH_BIN)
 
+# `make bench-index [BENCH_BASE=rev] [ROUNDS=2]` = mmrag index with embeddings of R-intro +
+# R-admin, this tree vs BENCH_BASE built in a worktree, alternating (scripts/bench-index.sh).
+# The default base is the last commit before issue 14's work.
+BENCH_BASE ?= ebddd14
+ROUNDS ?= 2
+.PHONY: bench-index
+bench-index: deps
+	@$(MAKE) --no-print-directory models
+	@$(MAKE) --no-print-directory $(BUILD)/mmrag
+	@dir=$$(scripts/fetch-debian-docs.sh) || { echo "bench-index: Debian PDFs unavailable"; exit 1; }; \
+	  base=$${XDG_CACHE_HOME:-$$HOME/.cache}/mmrag/bench-base-$(BENCH_BASE); \
+	  if [ ! -x "$$base/build/mmrag" ]; then rm -rf "$$base"; git worktree add --detach "$$base" $(BENCH_BASE) >/dev/null && \
+	    $(MAKE) --no-print-directory -C "$$base" build/mmrag >/dev/null || { echo "bench-index: cannot build $(BENCH_BASE)"; exit 1; }; fi; \
+	  scripts/bench-index.sh "$$base/build/mmrag" $(BUILD)/mmrag $(MODELS) $(ROUNDS) "$$dir/R-intro.pdf" "$$dir/R-admin.pdf"
+
 # `make eval` = retrieval quality (recall, MRR, nDCG, ablation) on the generated corpus and
 # on real Debian documentation PDFs, then answer quality on those PDFs (`mmrag eval answers`:
 # key in answer, cited page, grounded sentences, abstention; scripts/eval-retrieval.sh)
