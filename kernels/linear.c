@@ -303,12 +303,17 @@ void kern_linear_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_t 
     if (n <= 0 || out <= 0) return;
     switch (wtype) {
     case KERN_F32:
-        if (n == 1)
+        if (n == 1) {
             blas_sgemv((int)out, (int)in, W, X, Y);
-        else
-            kern_gemm_f32(1, (int)n, (int)out, (int)in, 1.0f, X, (int)in, W, (int)in, 0.0f, Y,
-                          (int)out);
-        add_bias(Y, n, out, bias);
+            add_bias(Y, n, out, bias);
+        } else {
+            /* Y starts as the bias rows and sgemm adds into it (beta 1): with beta 0
+             * OpenBLAS first zeroes Y in a pass of its own (sgemm_beta, ~5% of the text
+             * encoder's time) and the bias took one more */
+            for (int64_t r = 0; bias && r < n; r++) memcpy(Y + r * out, bias, (size_t)out * sizeof *Y);
+            kern_gemm_f32(1, (int)n, (int)out, (int)in, 1.0f, X, (int)in, W, (int)in,
+                          bias ? 1.0f : 0.0f, Y, (int)out);
+        }
         return;
     case KERN_F16:
     case KERN_BF16:

@@ -271,6 +271,20 @@ def run(args):
                                      % (inside, outside))
             return "%s, %dx%d, %d red outline px" % (src, w, h, inside)
 
+        def figures():
+            q = sess.find("#question")
+            sess.js("document.getElementById('question').value = '';")
+            sess.send_keys(q, "a wiring diagram")
+            sess.click(sess.find("#figbtn"))
+            wait_for(sess, "/^(\\d+ figures|no figure)/.test(document.getElementById('status').textContent)"
+                           " || !!document.querySelector('#answer .err')", 30, "figure search")
+            first = sess.js("const c = document.querySelector('#citations .cite');"
+                            " return c ? c.textContent : '';")
+            if "Wiring diagram" not in first:
+                raise AssertionError("first figure hit is %r, status %r" % (
+                    first, sess.js("return document.getElementById('status').textContent;")))
+            return first[:80]
+
         def shot():
             png = sess.screenshot()
             if png[:8] != b"\x89PNG\r\n\x1a\n":
@@ -285,7 +299,8 @@ def run(args):
         for name, fn in [("page / loads", load), ("upload PDF through the file input, ingest done", upload),
                          ("ask: streamed answer with citations", ask),
                          ("first citation shows the page with its highlighted box", cite),
-                         ("screenshot", shot)]:
+                         ("screenshot", shot),
+                         ("find figures by appearance: 'a wiring diagram' -> Figure 1", figures)]:
             if not step(name, fn):
                 break
         if state.get("streamed") is not None:
