@@ -223,8 +223,37 @@ static void bench_attention(kern_pool *pool) {
     }
 }
 
+/* int8 linear (kern_linear_i8) vs fp32 kern_linear (OpenBLAS) on the text encoder's four
+ * shapes at T = 2048 tokens, with 1 and 2 pool threads (OpenBLAS follows the pool size) */
+static void bench_linear_i8(void) {
+    const int64_t shapes[][2] = {{1152, 384}, {384, 384}, {1536, 384}, {384, 1536}};
+    const int64_t n = 2048;
+    printf("int8 linear (MiniLM shapes, %ld rows)  threads   fp32 kern_linear   int8    ratio\n", (long)n);
+    for (int th = 1; th <= 2; th++) {
+        kern_pool *p = kern_pool_create(th);
+        for (int s = 0; s < 4; s++) {
+            int64_t out = shapes[s][0], in = shapes[s][1];
+            float *W = rnd_vec(out * in), *X = rnd_vec(n * in), *b = rnd_vec(out);
+            float *Y = malloc(sizeof(float) * n * out);
+            kern_i8_weight *q = kern_i8_weight_create(W, out, in);
+            double tf, ti, fl = 2.0 * n * in * out;
+            TIME_PAIR(tf, kern_linear(p, X, n, in, W, KERN_F32, b, out, Y),
+                      ti, kern_linear_i8(p, X, n, q, b, Y));
+            printf("  out=%-5ld in=%-5ld                    %d   %8.1f GF/s   %6.1f GF/s   %.2f\n",
+                   (long)out, (long)in, th, fl / tf * 1e-9, fl / ti * 1e-9, tf / ti);
+            kern_i8_weight_free(q);
+            free(W); free(X); free(b); free(Y);
+        }
+        kern_pool_free(p);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--quick") == 0) min_time = 0.01;
+    if (argc > 1 && strcmp(argv[argc - 1], "--i8") == 0) { /* this section alone */
+        bench_linear_i8();
+        return 0;
+    }
     kern_pool *pool = kern_pool_create(0);
     const char *ct = getenv("OPENBLAS_CORETYPE");
     printf("bench_gemm: threads=%d cpu path=%s OPENBLAS_CORETYPE=%s cuda=%s\n", kern_pool_size(pool),
@@ -234,6 +263,7 @@ int main(int argc, char **argv) {
     bench_dots();
     bench_stream(pool);
     bench_attention(pool);
+    bench_linear_i8();
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     printf("peak RSS: %.1f MiB\n", ru.ru_maxrss / 1024.0);

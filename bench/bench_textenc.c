@@ -1,8 +1,12 @@
-/* Text encoder throughput: mmrag vs the PyTorch reference on the same chunk texts and
- * the same thread count, side by side, plus peak RSS of each.
- * The reference is scripts/golden_minilm.py --bench (Debian's torch 1.13, batches of 32
- * sorted by length and padded, as sentence-transformers encodes). Both sides include
- * tokenization. Env: MMRAG_MODELS, MMRAG_TMP, MMRAG_THREADS, BENCH_TEXTS (default 200). */
+/* Text encoder throughput, side by side on the same chunk texts at 1 and 2 threads:
+ * mmrag fp32 (OpenBLAS) and int8 (kernels/linear_i8.c), timed in alternating rounds;
+ * PyTorch (scripts/golden_minilm.py --bench: Debian's torch 1.13); ONNX Runtime fp32 and
+ * dynamic-quantized int8 (scripts/bench-ort.sh: pinned onnxruntime in a cached venv, the
+ * same weights exported with torch.onnx). The baselines encode like sentence-transformers
+ * (batches of 32 sorted by length, padded); every side includes tokenization.
+ * Env: MMRAG_MODELS, MMRAG_TMP, BENCH_TEXTS (default 200), BENCH_TEXTS_FILE (one text a
+ * line, e.g. real chunks; default: generated chunk-like texts), BENCH_THREADS ("1 2"),
+ * BENCH_BASELINES=0 (mmrag only). */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,83 +57,126 @@ static char **make_texts(int n) {
     return t;
 }
 
+static double time_embed(textenc *te, char **texts, int n, float *out) {
+    double t0 = now();
+    char err[512];
+    if (textenc_embed(te, (const char *const *)texts, n, out, err, sizeof err) != 0) {
+        printf("text encoder: %s\n", err);
+        exit(1);
+    }
+    return now() - t0;
+}
+
+static char **read_texts(const char *path, int *n) {
+    FILE *f = fopen(path, "r");
+    if (!f) return NULL;
+    char **t = calloc((size_t)*n, sizeof *t), *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int k = 0;
+    while (k < *n && (len = getline(&line, &cap, f)) >= 0) {
+        if (len > 0 && line[len - 1] == '\n') line[len - 1] = 0;
+        t[k++] = strdup(line);
+    }
+    free(line);
+    fclose(f);
+    *n = k;
+    return t;
+}
+
+/* runs cmd and prints "  name  chunks/s" for each "NAME chunks_per_s=X ..." line */
+static void run_baseline(const char *cmd, const char *label, double ours_int8) {
+    char line[1024];
+    FILE *pp = popen(cmd, "r");
+    int got = 0;
+    while (pp && fgets(line, sizeof line, pp)) {
+        char *p = strstr(line, "chunks_per_s="), name[64] = "";
+        if (!p) continue;
+        if (sscanf(line, "%63s", name) != 1 || strncmp(name, "chunks_per_s", 12) == 0)
+            snprintf(name, sizeof name, "%s", label);
+        double v = atof(p + 13);
+        char *c = strstr(line, "min_cos_vs_fp32=");
+        printf("  %-24s %10.1f   (mmrag int8 / this: %.2fx)%s%.*s\n", name, v, ours_int8 / v,
+               c ? "  " : "", c ? (int)strcspn(c, "\n") : 0, c ? c : "");
+        got = 1;
+    }
+    if (pp) pclose(pp);
+    if (!got) printf("  %-24s unavailable\n", label);
+}
+
+static void bench_threads(const char *models, const char *tmp, char **texts, int n, int threads,
+                          const char *path) {
+    kern_pool *pool = kern_pool_create(threads); /* also sets OpenBLAS to this many */
+    char dir[1024], err[1024];
+    snprintf(dir, sizeof dir, "%s/minilm", models);
+    textenc *te[2] = {NULL, NULL};
+    textenc_opts o[2] = {{TEXTENC_FP32}, {TEXTENC_INT8}};
+    for (int k = 0; k < 2; k++)
+        if (textenc_create_opts(dir, pool, &o[k], &te[k], err, sizeof err) != 0) {
+            printf("text encoder: skipped (%s)\n", err);
+            exit(0);
+        }
+    long tokens = 0;
+    for (int i = 0; i < n; i++) tokens -= textenc_tokenize(te[0], texts[i], NULL, 0);
+    float *out = malloc((size_t)n * 384 * sizeof *out);
+    double best[2] = {1e30, 1e30};
+    for (int k = 0; k < 2; k++) time_embed(te[k], texts, n < 8 ? n : 8, out); /* warm-up */
+    for (int rep = 0; rep < 3; rep++) /* alternating: both see the same machine load */
+        for (int k = 0; k < 2; k++) {
+            double dt = time_embed(te[k], texts, n, out);
+            best[k] = dt < best[k] ? dt : best[k];
+        }
+    printf("text encoder (all-MiniLM-L6-v2), %d chunks, %ld tokens, %d thread%s, cpu path %s\n", n,
+           tokens, threads, threads > 1 ? "s" : "", kern_cpu_path());
+    printf("  %-24s %10s\n", "", "chunks/s");
+    printf("  %-24s %10.1f   (%.0f tokens/s)\n", "mmrag fp32", n / best[0], tokens / best[0]);
+    printf("  %-24s %10.1f   (%.0f tokens/s; x%.2f fp32)\n", "mmrag int8", n / best[1],
+           tokens / best[1], best[0] / best[1]);
+    const char *bl = getenv("BENCH_BASELINES");
+    if (!bl || strcmp(bl, "0") != 0) {
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 scripts/golden_minilm.py --models '%s' --bench %d --threads %d "
+                 "--texts '%s' 2>/dev/null", models, n, threads, path);
+        run_baseline(cmd, "pytorch", n / best[1]);
+        snprintf(cmd, sizeof cmd, "scripts/bench-ort.sh '%s' '%s' %d 2>/dev/null", models, path,
+                 threads);
+        run_baseline(cmd, "onnxruntime", n / best[1]);
+    }
+    free(out);
+    for (int k = 0; k < 2; k++) textenc_free(te[k]);
+    kern_pool_free(pool);
+    (void)tmp;
+}
+
 int main(void) {
     const char *models = getenv("MMRAG_MODELS") ? getenv("MMRAG_MODELS") : "models";
     const char *tmp = getenv("MMRAG_TMP") ? getenv("MMRAG_TMP") : "/tmp";
+    const char *file = getenv("BENCH_TEXTS_FILE");
     int n = getenv("BENCH_TEXTS") ? atoi(getenv("BENCH_TEXTS")) : 200;
     if (n <= 0) n = 200;
-    kern_pool *pool = kern_pool_create(0);
-    int threads = kern_pool_size(pool);
-    openblas_set_num_threads(threads); /* same thread count for our GEMMs as the reference */
-    char dir[1024], err[1024];
-    snprintf(dir, sizeof dir, "%s/minilm", models);
-    textenc *te = NULL;
-    if (textenc_create(dir, pool, &te, err, sizeof err) != 0) {
-        printf("text encoder: skipped (%s)\n", err);
-        kern_pool_free(pool);
-        return 0;
-    }
-    char **texts = make_texts(n);
-    if (!texts) return 1;
-    long tokens = 0;
-    for (int i = 0; i < n; i++) tokens += textenc_tokenize(te, texts[i], NULL, 0) * -1;
-    float *out = malloc((size_t)n * 384 * sizeof *out);
-    textenc_embed(te, (const char *const *)texts, n < 8 ? n : 8, out, NULL, 0); /* warm-up */
-    double best = 1e30;
-    for (int rep = 0; rep < 3; rep++) {
-        double t0 = now();
-        if (textenc_embed(te, (const char *const *)texts, n, out, err, sizeof err) != 0) {
-            printf("text encoder: %s\n", err);
-            return 1;
-        }
-        double dt = now() - t0;
-        if (dt < best) best = dt;
-    }
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    long our_rss = ru.ru_maxrss;
-
-    /* the reference, on the same texts */
-    char path[1200], cmd[4096], line[512];
+    char **texts = file ? read_texts(file, &n) : make_texts(n);
+    if (!texts || n == 0) return 1;
+    /* the baselines read the same texts from a file */
+    char path[1200];
     snprintf(path, sizeof path, "%s/bench_textenc_%d.txt", tmp, (int)getpid());
     FILE *fp = fopen(path, "w");
     if (!fp) return 1;
     for (int i = 0; i < n; i++) fprintf(fp, "%s\n", texts[i]);
     fclose(fp);
-    snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 scripts/golden_minilm.py --models '%s' --bench %d --threads %d "
-             "--texts '%s' 2>&1", models, n, threads, path);
-    double ref = -1, ref_fwd = -1;
-    FILE *pp = popen(cmd, "r");
-    while (pp && fgets(line, sizeof line, pp)) {
-        char *p = strstr(line, "chunks_per_s=");
-        if (p) ref = atof(p + 13);
-        p = strstr(line, "forward_only_per_s=");
-        if (p) ref_fwd = atof(p + 19);
-        if (!strstr(line, "chunks_per_s=")) fputs(line, stdout);
+    const char *th = getenv("BENCH_THREADS") ? getenv("BENCH_THREADS") : "1 2";
+    for (const char *p = th; *p;) {
+        char *end;
+        long t = strtol(p, &end, 10);
+        if (end == p) break;
+        if (t > 0) bench_threads(models, tmp, texts, n, (int)t, path);
+        p = end;
     }
-    if (pp) pclose(pp);
     unlink(path);
-    getrusage(RUSAGE_CHILDREN, &ru);
-    long ref_rss = ru.ru_maxrss;
-
-    double ours = n / best;
-    printf("text encoder (all-MiniLM-L6-v2), %d chunks, %ld tokens, %d threads, cpu path %s\n",
-           n, tokens, threads, kern_cpu_path());
-    printf("  %-28s %12s %14s\n", "", "chunks/s", "peak RSS MiB");
-    printf("  %-28s %12.1f %14.1f\n", "mmrag", ours, our_rss / 1024.0);
-    if (ref > 0) {
-        printf("  %-28s %12.1f %14.1f\n", "pytorch reference", ref, ref_rss / 1024.0);
-        printf("  %-28s %12.1f\n", "pytorch (forward only)", ref_fwd);
-        printf("  ratio mmrag / pytorch: %.2fx (vs forward only: %.2fx)\n", ours / ref,
-               ours / ref_fwd);
-    } else {
-        printf("  pytorch reference: unavailable (needs /usr/bin/python3 with torch)\n");
-    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("  peak RSS mmrag: %.1f MiB\n", ru.ru_maxrss / 1024.0);
     for (int i = 0; i < n; i++) free(texts[i]);
     free(texts);
-    free(out);
-    textenc_free(te);
-    kern_pool_free(pool);
     return 0;
 }

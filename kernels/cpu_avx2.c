@@ -677,6 +677,9 @@ static const kern_ops ops_avx2 = {
     .wsum_rows = avx_wsum_rows,
     .softmax_step = avx_softmax_step,
     .wsum_acc = avx_wsum_acc,
+    .i8_quantize_row = kern_i8_quantize_row_avx2,
+    .i8_tile = kern_i8_tile_avx2,
+    .i8_dequant = kern_i8_dequant_avx2,
 };
 
 /* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no "f16c". */

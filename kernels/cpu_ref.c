@@ -249,4 +249,7 @@ const kern_ops kern_ops_scalar = {
     .wsum_rows = ref_wsum_rows,
     .softmax_step = ref_softmax_step,
     .wsum_acc = ref_wsum_acc,
+    .i8_quantize_row = kern_i8_quantize_row_ref,
+    .i8_tile = kern_i8_tile_ref,
+    .i8_dequant = kern_i8_dequant_ref,
 };

@@ -1,6 +1,8 @@
 /* Private to kernels/: the per-path (scalar / AVX2) operation table and helpers. */
 #ifndef MMRAG_KERN_INTERNAL_H
 #define MMRAG_KERN_INTERNAL_H
+#include <math.h>
+
 #include "kernels/kernels.h"
 
 /* One CPU implementation of every elementwise / dot operation. The scalar table is the
@@ -66,6 +68,18 @@ typedef struct {
     /* out[0..d) = corr · out + Σ_j p[j]·V[j] (corr == 0: out is overwritten, never read) */
     void (*wsum_acc)(const float *p, const float *V, int64_t stride, int64_t n, int64_t d,
                      float corr, float *out);
+    /* int8 linear (kernels/int8_*.c, driven by kernels/linear_i8.c): one X row of n floats
+     * to u8 with a zero point (asymmetric, 0..KERN_I8_AMAX), zero-filled to kp bytes */
+    void (*i8_quantize_row)(const float *x, int64_t n, int64_t kp, uint8_t *q, float *scale,
+                            int32_t *zp);
+    /* C[4][16] = A[4][kp] (u8, row stride lda) · one packed 16-channel weight panel (s8),
+     * int32 sums: exact, so every path gives the same integers */
+    void (*i8_tile)(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
+    /* Y[r][o] = (float)(C[r][o] - zx[r]·wsum[o]) · (sx[r]·sw[o]) + bias[o] for r < mr,
+     * o < nc (bias may be NULL); the same fp32 operations in every path (bit exact) */
+    void (*i8_dequant)(const int32_t *C, int mr, int nc, const float *sx, const int32_t *zx,
+                       const float *sw, const int32_t *wsum, const float *bias, float *Y,
+                       int64_t ldy);
 } kern_ops;
 
 extern const kern_ops kern_ops_scalar;
@@ -91,6 +105,41 @@ void kern_kq_quantize_q8_K_avx2(const float *src, kern_block_q8_K *dst, int64_t 
 float kern_kq_dot_q5_avx2(kern_type t, int64_t n, const void *w, const kern_block_q8_0 *y);
 float kern_kq_dot_avx2(kern_type t, int64_t n, const void *w, const kern_block_q8_K *y);
 void kern_kq_to_f32_avx2(kern_type t, const void *src, float *dst, int64_t n);
+
+/* int8 linear: activations u8 in [0, KERN_I8_AMAX], weights s8 in [-KERN_I8_WMAX,
+ * KERN_I8_WMAX]. vpmaddubsw adds two u8·s8 products into a saturating int16: with
+ * 2·AMAX·WMAX <= 32767 it never saturates, so the AVX2 sums equal the exact integer sums
+ * of the reference. 7-bit activations keep the weights' full 8 bits (per-channel weight
+ * error dominated the embedding error when the weights got 7 bits; see vision/textenc.c). */
+#define KERN_I8_AMAX 127
+#define KERN_I8_WMAX 127
+#define KERN_I8_NR 16 /* output channels per packed weight panel */
+#define KERN_I8_MR 4  /* X rows per tile */
+/* Scale and zero point of an activation row with range [lo, hi] (lo <= 0 <= hi) onto
+ * 0..AMAX, so 0.0 is exact (padding stays zero). Shared by both paths: same numbers. */
+static inline void kern_i8_row_params(float lo, float hi, float *scale, float *inv, int32_t *zp) {
+    float s = (hi - lo) / (float)KERN_I8_AMAX;
+    if (!(s > 0.0f)) s = 1.0f; /* all zeros */
+    *scale = s;
+    *inv = 1.0f / s;
+    float z = nearbyintf(-lo * *inv);
+    *zp = z < 0 ? 0 : z > KERN_I8_AMAX ? KERN_I8_AMAX : (int32_t)z;
+}
+void kern_i8_quantize_row_ref(const float *x, int64_t n, int64_t kp, uint8_t *q, float *scale,
+                              int32_t *zp);
+void kern_i8_tile_ref(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
+void kern_i8_dequant_ref(const int32_t *C, int mr, int nc, const float *sx, const int32_t *zx,
+                         const float *sw, const int32_t *wsum, const float *bias, float *Y,
+                         int64_t ldy);
+void kern_i8_quantize_row_avx2(const float *x, int64_t n, int64_t kp, uint8_t *q, float *scale,
+                               int32_t *zp);
+void kern_i8_tile_avx2(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
+void kern_i8_dequant_avx2(const int32_t *C, int mr, int nc, const float *sx, const int32_t *zx,
+                          const float *sw, const int32_t *wsum, const float *bias, float *Y,
+                          int64_t ldy);
+/* kern_linear_i8 with an explicit table (tests compare paths) */
+int kern_linear_i8_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_t n,
+                       const kern_i8_weight *W, const float *bias, float *Y);
 
 /* kern_linear with 16-bit or quantized weights and at least this many X rows converts
  * tiles of W to fp32 and uses sgemm (X stays fp32); below it, rows are dotted directly

@@ -90,6 +90,29 @@ void kern_gemm_f32(int trans_b, int M, int N, int K, float alpha, const float *A
 void kern_linear(kern_pool *p, const float *X, int64_t n, int64_t in, const void *W,
                  kern_type wtype, const float *bias, int64_t out, float *Y);
 
+/* int8 linear with dynamic activation quantization (encoders: many rows, weights reused).
+ * kern_i8_weight_create quantizes W[out][in] (fp32) per output row, symmetric: s = max|w|/127,
+ * q = round(w/s), and packs it for the GEMM kernel (returns NULL when out of memory).
+ * kern_linear_i8: Y[n][out] = X·Wᵀ + bias where each X row is quantized on the fly to u8
+ * with its own scale and zero point (7 bits: see kern_internal.h), products summed in
+ * int32 (exact), then scaled back to fp32. AVX2 and scalar paths give identical results.
+ * Uses the pool over row blocks and weight panels. Returns 0, or -1 when out of memory. */
+typedef struct kern_i8_weight kern_i8_weight;
+kern_i8_weight *kern_i8_weight_create(const float *W, int64_t out, int64_t in);
+/* the same with per-input-channel smoothing (SmoothQuant): column j of W is multiplied by
+ * smooth[j] (> 0) before quantization, and kern_linear_i8 divides X's column j by it, so
+ * the result is X·Wᵀ still; a good smooth[j] is sqrt(max|X_j| / max|W_j|) from
+ * calibration data. smooth NULL: none. */
+kern_i8_weight *kern_i8_weight_create_smooth(const float *W, int64_t out, int64_t in,
+                                             const float *smooth);
+void kern_i8_weight_free(kern_i8_weight *w); /* NULL is a no-op */
+int64_t kern_i8_weight_out(const kern_i8_weight *w);
+int64_t kern_i8_weight_in(const kern_i8_weight *w);
+/* the dequantized weights, row o (tests measure the weight error) */
+void kern_i8_weight_row_f32(const kern_i8_weight *w, int64_t o, float *dst);
+int kern_linear_i8(kern_pool *p, const float *X, int64_t n, const kern_i8_weight *W,
+                   const float *bias, float *Y);
+
 /* Dot products of one row of n elements (n % 32 == 0) against a q8_0 row. */
 float kern_dot_q8_0_q8_0(int64_t n, const kern_block_q8_0 *x, const kern_block_q8_0 *y);
 float kern_dot_q4_0_q8_0(int64_t n, const kern_block_q4_0 *x, const kern_block_q8_0 *y);

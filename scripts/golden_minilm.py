@@ -9,6 +9,9 @@ Run with Debian's /usr/bin/python3 (torch 1.13 + numpy; no transformers needed):
       encodes N texts (one per line of FILE, else generated here) the way
       sentence-transformers does (length-sorted batches of 32, padded, masked) and prints
       "chunks_per_s=X forward_only_per_s=Y threads=T n=N".
+  /usr/bin/python3 scripts/golden_minilm.py --export-onnx OUT.onnx [--models models]
+      exports this forward pass (ids, mask -> normalized pooled [B][384], dynamic batch
+      and length) with torch.onnx, for the ONNX Runtime baseline of bench_textenc.
   /usr/bin/python3 scripts/golden_minilm.py --tokens-out tests/data/golden/minilm_tokens.json
       writes token ids (no torch needed) for 300 random mixed-script strings.
   /usr/bin/python3 scripts/golden_minilm.py --gen-tables vision/wordpiece_tables.h
@@ -363,6 +366,31 @@ def bench(args):
           % (len(texts) / (t2 - t0), len(texts) / (t2 - t1), args.threads, len(texts),
              sum(len(i) for i in ids)))
 
+def export_onnx(args):
+    import torch
+    model = MiniLM(os.path.join(args.models, "minilm"))
+
+    class Wrap(torch.nn.Module):
+        """weights as parameters, so the export stores them as initializers (what
+        quantize_dynamic looks for), not as Constant nodes"""
+        def __init__(self):
+            super().__init__()
+            for i, (k, v) in enumerate(model.w.items()):
+                p = torch.nn.Parameter(v, requires_grad=False)
+                self.register_parameter("w%d" % i, p)
+                model.w[k] = p
+
+        def forward(self, ids, mask):
+            return model.forward(ids, mask)
+
+    ids = torch.ones((2, 16), dtype=torch.long)
+    mask = torch.ones((2, 16), dtype=torch.float32)
+    with torch.no_grad():
+        torch.onnx.export(Wrap(), (ids, mask), args.export_onnx, input_names=["ids", "mask"],
+                          output_names=["emb"], opset_version=14,
+                          dynamic_axes={"ids": {0: "B", 1: "L"}, "mask": {0: "B", 1: "L"},
+                                        "emb": {0: "B"}})
+
 # ---------------------------------------------------------------- C tables
 
 
@@ -429,6 +457,7 @@ def main():
     ap.add_argument("--models", default=os.environ.get("MMRAG_MODELS", "models"))
     ap.add_argument("--out", default="tests/data/golden/minilm.json")
     ap.add_argument("--bench", type=int, default=0)
+    ap.add_argument("--export-onnx", default="")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--texts", default=None)
     ap.add_argument("--gen-tables", default=None)
@@ -439,6 +468,8 @@ def main():
         write_token_fuzz(args)
     elif args.gen_tables:
         gen_tables(args.gen_tables)
+    elif args.export_onnx:
+        export_onnx(args)
     elif args.bench:
         bench(args)
     else:

@@ -130,6 +130,8 @@ for c in index ls show rm search; do
   run "$M" "$c" --help
   check "$c --help: exit 0 with usage" both '[ "$rc" -eq 0 ]' 'grep -q "usage: mmrag $c" <<<"$out"'
 done
+run "$M" index --precision fp16 --db "$DB" /nonexistent.pdf
+check "index --precision fp16: usage error 2" [ "$rc" -eq 2 ]
 run "$M" --help
 check "mmrag --help lists commands" both '[ "$rc" -eq 0 ]' 'grep -q "index" <<<"$out"'
 run "$M" frobnicate

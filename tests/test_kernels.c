@@ -542,6 +542,120 @@ TEST(linear_all_types) {
     kern_pool_free(pool);
 }
 
+/* ---- int8 linear ------------------------------------------------------------ */
+/* packed panel of 16 channels × kp inputs (the layout of kernels/int8_ref.c) */
+static void pack_panel(const int8_t *w, int64_t kp, int8_t *B) {
+    for (int c = 0; c < 16; c++)
+        for (int64_t k = 0; k < kp; k++) B[(k / 4) * 64 + (c / 8) * 32 + (c % 8) * 4 + k % 4] = w[c * kp + k];
+}
+
+/* the tile: every path's int32 sums equal the naive sums exactly, at the extremes of the
+ * ranges too (the int16 pair sums of vpmaddubsw must never saturate) */
+TEST(int8_tile_exact) {
+    const kern_ops *paths[2];
+    int np = n_paths(paths);
+    const int64_t kps[] = {4, 8, 32, 384, 1536};
+    for (int extreme = 0; extreme < 2; extreme++)
+        for (int s = 0; s < 5; s++) {
+            int64_t kp = kps[s];
+            uint8_t *A = malloc((size_t)(4 * kp));
+            int8_t *w = malloc((size_t)(16 * kp)), *B = aligned_alloc(32, (size_t)(16 * kp));
+            for (int64_t i = 0; i < 4 * kp; i++)
+                A[i] = (uint8_t)(extreme ? KERN_I8_AMAX : rnd_u32() % (KERN_I8_AMAX + 1));
+            for (int64_t i = 0; i < 16 * kp; i++)
+                w[i] = (int8_t)(extreme ? (i % 3 ? -KERN_I8_WMAX : KERN_I8_WMAX)
+                                        : (int)(rnd_u32() % (2 * KERN_I8_WMAX + 1)) - KERN_I8_WMAX);
+            pack_panel(w, kp, B);
+            for (int p = 0; p < np; p++) {
+                int32_t C[64];
+                paths[p]->i8_tile(kp, A, kp, B, C);
+                for (int r = 0; r < 4; r++)
+                    for (int c = 0; c < 16; c++) {
+                        int64_t want = 0;
+                        for (int64_t k = 0; k < kp; k++) want += (int64_t)A[r * kp + k] * w[c * kp + k];
+                        CHECK_MSG(C[r * 16 + c] == want, "%s kp=%ld r=%d c=%d: %d vs %ld", paths[p]->name,
+                                  (long)kp, r, c, C[r * 16 + c], (long)want);
+                    }
+            }
+            free(A); free(w); free(B);
+        }
+}
+
+/* kern_linear_i8 on odd shapes (rows not a multiple of 4, channels of 16, inputs of 4):
+ * AVX2 output identical to the scalar path bit for bit; both close to the fp32 product
+ * (normalized error, as test-backend-ops measures quantized types: 7-bit rows of uniform
+ * data give ~1e-4, random smoothing up to ~2e-3; a layout bug gives ~1) */
+static int check_linear_i8(kern_pool *pool, int64_t n, int64_t in, int64_t out, int smooth) {
+    const kern_ops *paths[2];
+    int np = n_paths(paths), ok = 1;
+    float *X = rnd_vec(n * in, -1, 1), *W = rnd_vec(out * in, -0.5f, 0.5f), *b = rnd_vec(out, -1, 1);
+    float *sm = rnd_vec(in, 0.25f, 4.0f);
+    kern_i8_weight *q = kern_i8_weight_create_smooth(W, out, in, smooth ? sm : NULL);
+    float *Y[2] = {malloc(sizeof(float) * (size_t)(n * out)), malloc(sizeof(float) * (size_t)(n * out))};
+    double err = 0, ref2 = 0;
+    if (!q || kern_i8_weight_in(q) != in || kern_i8_weight_out(q) != out) ok = 0;
+    for (int p = 0; ok && p < np; p++) ok = kern_linear_i8_ops(paths[p], pool, X, n, q, b, Y[p]) == 0;
+    if (ok && np == 2 && memcmp(Y[0], Y[1], sizeof(float) * (size_t)(n * out)) != 0) {
+        fprintf(stderr, "  int8 linear n=%ld in=%ld out=%ld: avx2 != scalar\n", (long)n, (long)in, (long)out);
+        ok = 0;
+    }
+    for (int64_t r = 0; ok && r < n; r++)
+        for (int64_t o = 0; o < out; o++) {
+            double ref = b[o];
+            for (int64_t k = 0; k < in; k++) ref += (double)X[r * in + k] * W[o * in + k];
+            err += (Y[0][r * out + o] - ref) * (Y[0][r * out + o] - ref);
+            ref2 += ref * ref;
+        }
+    if (ok && !(err / ref2 < 5e-3)) {
+        fprintf(stderr, "  int8 linear n=%ld in=%ld out=%ld: nmse %.2e\n", (long)n, (long)in, (long)out, err / ref2);
+        ok = 0;
+    }
+    kern_i8_weight_free(q);
+    free(X); free(W); free(b); free(sm); free(Y[0]); free(Y[1]);
+    return ok;
+}
+
+TEST(int8_linear_paths_agree) {
+    kern_pool *pool = kern_pool_create(3);
+    const int64_t shapes[][3] = {{1, 4, 16}, {3, 30, 21}, {7, 64, 33}, {65, 384, 100}, {130, 96, 48}, {9, 1536, 40}};
+    for (int s = 0; s < 6; s++)
+        for (int sm = 0; sm < 2; sm++)
+            CHECK(check_linear_i8(s % 2 ? pool : NULL, shapes[s][0], shapes[s][1], shapes[s][2], sm));
+    CHECK(kern_i8_weight_create(NULL, 0, 4) == NULL);
+    kern_i8_weight_free(NULL);
+    kern_pool_free(pool);
+}
+
+/* the quantizer: per-channel weight error within half a step; activation rows round-trip
+ * within half a step, zero exactly (padding), both paths identical */
+TEST(int8_quantizers) {
+    const kern_ops *paths[2];
+    int np = n_paths(paths);
+    float *W = rnd_vec(5 * 37, -2, 2), row[37];
+    kern_i8_weight *q = kern_i8_weight_create(W, 5, 37);
+    CHECK(q);
+    for (int o = 0; o < 5; o++) {
+        float mx = 0;
+        for (int k = 0; k < 37; k++) mx = fmaxf(mx, fabsf(W[o * 37 + k]));
+        kern_i8_weight_row_f32(q, o, row);
+        for (int k = 0; k < 37; k++) CHECK(fabsf(row[k] - W[o * 37 + k]) <= 0.5f * mx / KERN_I8_WMAX * 1.001f);
+    }
+    kern_i8_weight_free(q);
+    free(W);
+    for (int64_t n = 1; n < 80; n += 13) {
+        float *x = rnd_vec(n, -3, 1.5f);
+        x[0] = 0;
+        uint8_t qa[2][96];
+        float sc[2];
+        int32_t zp[2];
+        for (int p = 0; p < np; p++) paths[p]->i8_quantize_row(x, n, 96, qa[p], &sc[p], &zp[p]);
+        CHECK(np == 1 || (memcmp(qa[0], qa[1], 96) == 0 && sc[0] == sc[1] && zp[0] == zp[1]));
+        CHECK(qa[0][0] == zp[0] && qa[0][95] == zp[0]);
+        for (int64_t i = 0; i < n; i++) CHECK(fabsf((qa[0][i] - zp[0]) * sc[0] - x[i]) <= 0.5f * sc[0] * 1.001f);
+        free(x);
+    }
+}
+
 /* ---- attention -------------------------------------------------------------- */
 static void naive_attention(const float *Q, int qs, const float *K, const float *V, int kvs, double *out,
                             int os, int n_q, int n_kv, int nh, int nkvh, int hd, int causal, int64_t pos0) {

@@ -1,0 +1,124 @@
+/* AVX2 int8 linear steps (see kernels/int8_ref.c for the packed layout and the numerics
+ * they must match bit for bit). The tile is 4 X rows × 16 channels: 8 int32 accumulators;
+ * per 4 inputs, two 32-byte weight loads and four 4-byte activation broadcasts feed
+ * vpmaddubsw (u8·s8 pairs → int16, never saturating: kern_internal.h) and vpmaddwd by 1
+ * (→ int32 sums of 4). No VNNI on the target CPUs (AVX2 EPYC), so this is the pair it
+ * would fuse. */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/kern_internal.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#include "kernels/avx2_util.h"
+
+AVX2 static inline __m256i quant8(const float *x, __m256 inv, __m256i zp) {
+    __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x), inv),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(v), zp);
+    q = _mm256_max_epi32(q, _mm256_setzero_si256());
+    return _mm256_min_epi32(q, _mm256_set1_epi32(KERN_I8_AMAX));
+}
+
+AVX2 void kern_i8_quantize_row_avx2(const float *x, int64_t n, int64_t kp, uint8_t *q,
+                                    float *scale, int32_t *zp) {
+    __m256 vlo = _mm256_setzero_ps(), vhi = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        vlo = _mm256_min_ps(vlo, v);
+        vhi = _mm256_max_ps(vhi, v);
+    }
+    float lo[8], hi[8], mn = 0.0f, mx = 0.0f, inv;
+    _mm256_storeu_ps(lo, vlo);
+    _mm256_storeu_ps(hi, vhi);
+    for (int j = 0; j < 8; j++) {
+        mn = lo[j] < mn ? lo[j] : mn;
+        mx = hi[j] > mx ? hi[j] : mx;
+    }
+    for (; i < n; i++) {
+        mn = x[i] < mn ? x[i] : mn;
+        mx = x[i] > mx ? x[i] : mx;
+    }
+    kern_i8_row_params(mn, mx, scale, &inv, zp);
+    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256i vzp = _mm256_set1_epi32(*zp);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (i = 0; i + 32 <= n; i += 32) {
+        __m256i ab = _mm256_packs_epi32(quant8(x + i, vinv, vzp), quant8(x + i + 8, vinv, vzp));
+        __m256i cd = _mm256_packs_epi32(quant8(x + i + 16, vinv, vzp),
+                                        quant8(x + i + 24, vinv, vzp));
+        __m256i b = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order);
+        _mm256_storeu_si256((__m256i *)(q + i), b);
+    }
+    for (; i < n; i++) {
+        int32_t v = (int32_t)nearbyintf(x[i] * inv) + *zp;
+        q[i] = (uint8_t)(v < 0 ? 0 : v > KERN_I8_AMAX ? KERN_I8_AMAX : v);
+    }
+    for (; i < kp; i++) q[i] = (uint8_t)*zp;
+}
+
+/* acc += 4-byte groups of a (u8) · b (s8), summed per int32 lane */
+#define I8_STEP(acc, a, b) \
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones))
+
+AVX2 static inline __m256i bcast4(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+AVX2 void kern_i8_tile_avx2(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B,
+                            int32_t *C) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00;
+    __m256i c20 = c00, c21 = c00, c30 = c00, c31 = c00;
+    const uint8_t *a0 = A, *a1 = A + lda, *a2 = A + 2 * lda, *a3 = A + 3 * lda;
+    for (int64_t k = 0; k < kp; k += 4, B += 64) {
+        __m256i b0 = _mm256_load_si256((const __m256i *)B);
+        __m256i b1 = _mm256_load_si256((const __m256i *)(B + 32));
+        __m256i a = bcast4(a0 + k);
+        I8_STEP(c00, a, b0);
+        I8_STEP(c01, a, b1);
+        a = bcast4(a1 + k);
+        I8_STEP(c10, a, b0);
+        I8_STEP(c11, a, b1);
+        a = bcast4(a2 + k);
+        I8_STEP(c20, a, b0);
+        I8_STEP(c21, a, b1);
+        a = bcast4(a3 + k);
+        I8_STEP(c30, a, b0);
+        I8_STEP(c31, a, b1);
+    }
+    __m256i *o = (__m256i *)C;
+    _mm256_storeu_si256(o + 0, c00);
+    _mm256_storeu_si256(o + 1, c01);
+    _mm256_storeu_si256(o + 2, c10);
+    _mm256_storeu_si256(o + 3, c11);
+    _mm256_storeu_si256(o + 4, c20);
+    _mm256_storeu_si256(o + 5, c21);
+    _mm256_storeu_si256(o + 6, c30);
+    _mm256_storeu_si256(o + 7, c31);
+}
+
+AVX2 void kern_i8_dequant_avx2(const int32_t *C, int mr, int nc, const float *sx,
+                               const int32_t *zx, const float *sw, const int32_t *wsum,
+                               const float *bias, float *Y, int64_t ldy) {
+    if (nc != KERN_I8_NR) {
+        kern_i8_dequant_ref(C, mr, nc, sx, zx, sw, wsum, bias, Y, ldy);
+        return;
+    }
+    for (int r = 0; r < mr; r++)
+        for (int h = 0; h < 2; h++) {
+            __m256i acc = _mm256_loadu_si256((const __m256i *)(C + r * KERN_I8_NR + 8 * h));
+            __m256i z = _mm256_mullo_epi32(_mm256_set1_epi32(zx[r]),
+                                           _mm256_loadu_si256((const __m256i *)(wsum + 8 * h)));
+            __m256 s = _mm256_mul_ps(_mm256_set1_ps(sx[r]), _mm256_loadu_ps(sw + 8 * h));
+            __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(acc, z)), s);
+            if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + 8 * h));
+            _mm256_storeu_ps(Y + r * ldy + 8 * h, v);
+        }
+}
+#endif

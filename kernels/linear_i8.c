@@ -1,0 +1,195 @@
+/* int8 linear: weights quantized per output channel at load, activations per row on each
+ * call, int32 GEMM through the table's 4×16 tile, fp32 out.
+ *
+ * Design notes:
+ * 1. Weights: s = max|w[o]|/WMAX, q = round(w/s); 16-channel panels (layout in
+ *    kernels/int8_ref.c), inputs padded to a multiple of 4 with zeros, channels to 16 with
+ *    zero rows (scale 0). wsum[o] = Σ q[o] carries the activation zero point:
+ *    Σ (a - zp)·q = Σ a·q - zp·wsum.
+ * 2. Cache blocking: a task owns a block of I8_RB X rows (≤ 96 KiB of u8 at in = 1536:
+ *    L2) and a run of panels; it walks panels outer, 4-row tiles inner, so one panel
+ *    (kp·16 bytes, 6-24 KiB: L1) is reused by every tile of the block.
+ * 3. Smoothing (SmoothQuant): a few input channels of an encoder's activations run 10x
+ *    the others (BERT's LayerNorm outputs, GELU outputs), and per-row quantization then
+ *    spends the row's range on them. With smooth[j] = s_j, W's column j is multiplied by
+ *    s_j before quantization and X's column j divided by it on the fly: the product is
+ *    unchanged, the activation range flatter, the weights take some of the spread.
+ * 4. Threads: tasks are (row block, panel run) pairs, at least 4 per pool thread when the
+ *    rows allow, so both cores stay busy on short batches too. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kern_internal.h"
+
+#define I8_RB 64 /* X rows per task block */
+
+struct kern_i8_weight {
+    int64_t out, in, kp, npanel;
+    int8_t *q;      /* npanel × kp × 16, 32-byte aligned */
+    float *scale;   /* npanel × 16 */
+    int32_t *wsum;  /* npanel × 16 */
+    float *inv_smooth; /* [in]: X's column j is multiplied by it before quantization; NULL: none */
+};
+
+static int8_t quant_w(float w, float inv) {
+    float v = nearbyintf(w * inv);
+    return (int8_t)(v < -KERN_I8_WMAX ? -KERN_I8_WMAX : v > KERN_I8_WMAX ? KERN_I8_WMAX : v);
+}
+
+/* channel o's weights into its panel slots */
+static void pack_row(kern_i8_weight *w, const float *row, int64_t o) {
+    float mx = 0.0f;
+    for (int64_t k = 0; k < w->in; k++) mx = fabsf(row[k]) > mx ? fabsf(row[k]) : mx;
+    float s = mx / (float)KERN_I8_WMAX, inv = s > 0.0f ? 1.0f / s : 0.0f;
+    int8_t *panel = w->q + (o / KERN_I8_NR) * w->kp * KERN_I8_NR;
+    int64_t c = o % KERN_I8_NR, off = (c / 8) * 32 + (c % 8) * 4;
+    int32_t sum = 0;
+    for (int64_t k = 0; k < w->in; k++) {
+        int8_t q = quant_w(row[k], inv);
+        panel[(k / 4) * 64 + off + k % 4] = q;
+        sum += q;
+    }
+    w->scale[o] = s;
+    w->wsum[o] = sum;
+}
+
+kern_i8_weight *kern_i8_weight_create(const float *W, int64_t out, int64_t in) {
+    return kern_i8_weight_create_smooth(W, out, in, NULL);
+}
+
+/* W·diag(smooth), row o, into dst */
+static void smooth_row(const float *w, const float *smooth, int64_t in, float *dst) {
+    for (int64_t k = 0; k < in; k++) dst[k] = w[k] * smooth[k];
+}
+
+kern_i8_weight *kern_i8_weight_create_smooth(const float *W, int64_t out, int64_t in,
+                                             const float *smooth) {
+    if (out <= 0 || in <= 0) return NULL;
+    kern_i8_weight *w = calloc(1, sizeof *w);
+    if (!w) return NULL;
+    w->out = out;
+    w->in = in;
+    w->kp = (in + 3) / 4 * 4;
+    w->npanel = (out + KERN_I8_NR - 1) / KERN_I8_NR;
+    size_t qbytes = (size_t)(w->npanel * w->kp * KERN_I8_NR);
+    w->q = aligned_alloc(32, qbytes);
+    w->scale = calloc((size_t)(w->npanel * KERN_I8_NR), sizeof *w->scale);
+    w->wsum = calloc((size_t)(w->npanel * KERN_I8_NR), sizeof *w->wsum);
+    float *row = smooth ? malloc((size_t)in * sizeof *row) : NULL;
+    w->inv_smooth = smooth ? malloc((size_t)in * sizeof *w->inv_smooth) : NULL;
+    if (!w->q || !w->scale || !w->wsum || (smooth && (!row || !w->inv_smooth))) {
+        free(row);
+        kern_i8_weight_free(w);
+        return NULL;
+    }
+    memset(w->q, 0, qbytes);
+    for (int64_t k = 0; smooth && k < in; k++) w->inv_smooth[k] = 1.0f / smooth[k];
+    for (int64_t o = 0; o < out; o++) {
+        if (smooth) smooth_row(W + o * in, smooth, in, row);
+        pack_row(w, smooth ? row : W + o * in, o);
+    }
+    free(row);
+    return w;
+}
+
+void kern_i8_weight_free(kern_i8_weight *w) {
+    if (!w) return;
+    free(w->q);
+    free(w->scale);
+    free(w->wsum);
+    free(w->inv_smooth);
+    free(w);
+}
+
+int64_t kern_i8_weight_out(const kern_i8_weight *w) { return w ? w->out : 0; }
+int64_t kern_i8_weight_in(const kern_i8_weight *w) { return w ? w->in : 0; }
+
+void kern_i8_weight_row_f32(const kern_i8_weight *w, int64_t o, float *dst) {
+    const int8_t *panel = w->q + (o / KERN_I8_NR) * w->kp * KERN_I8_NR;
+    int64_t c = o % KERN_I8_NR, off = (c / 8) * 32 + (c % 8) * 4;
+    for (int64_t k = 0; k < w->in; k++) {
+        dst[k] = panel[(k / 4) * 64 + off + k % 4] * w->scale[o];
+        if (w->inv_smooth) dst[k] *= w->inv_smooth[k];
+    }
+}
+
+typedef struct {
+    const kern_ops *ops;
+    const kern_i8_weight *W;
+    const float *X, *bias;
+    int64_t n;
+    uint8_t *A;       /* n rounded up to 4 rows of kp bytes */
+    float *sx;
+    int32_t *zx;
+    float *tmp;       /* one smoothed row per pool thread */
+    float *Y;
+    int64_t n_rb, panels_per_task, n_pt;
+} i8_ctx;
+
+static void quant_rows(void *ctx, int64_t b, int64_t e, int thread) {
+    i8_ctx *c = ctx;
+    int64_t in = c->W->in, kp = c->W->kp;
+    const float *m = c->W->inv_smooth;
+    float *tmp = c->tmp + (int64_t)thread * in;
+    for (int64_t r = b; r < e; r++) {
+        const float *x = c->X + r * in;
+        if (m) { /* plain C, shared by both paths: the smoothed row is the same bits */
+            for (int64_t k = 0; k < in; k++) tmp[k] = x[k] * m[k];
+            x = tmp;
+        }
+        c->ops->i8_quantize_row(x, in, kp, c->A + r * kp, &c->sx[r], &c->zx[r]);
+    }
+}
+
+static void gemm_tasks(void *ctx, int64_t b, int64_t e, int thread) {
+    const i8_ctx *c = ctx;
+    const kern_i8_weight *W = c->W;
+    int32_t C[KERN_I8_MR * KERN_I8_NR];
+    for (int64_t t = b; t < e; t++) {
+        int64_t r0 = (t / c->n_pt) * I8_RB, r1 = r0 + I8_RB < c->n ? r0 + I8_RB : c->n;
+        int64_t p0 = (t % c->n_pt) * c->panels_per_task;
+        int64_t p1 = p0 + c->panels_per_task < W->npanel ? p0 + c->panels_per_task : W->npanel;
+        for (int64_t j = p0; j < p1; j++) {
+            const int8_t *B = W->q + j * W->kp * KERN_I8_NR;
+            int64_t o = j * KERN_I8_NR;
+            int nc = (int)(W->out - o < KERN_I8_NR ? W->out - o : KERN_I8_NR);
+            for (int64_t r = r0; r < r1; r += KERN_I8_MR) {
+                int mr = (int)(r1 - r < KERN_I8_MR ? r1 - r : KERN_I8_MR);
+                c->ops->i8_tile(W->kp, c->A + r * W->kp, W->kp, B, C);
+                c->ops->i8_dequant(C, mr, nc, c->sx + r, c->zx + r, W->scale + o, W->wsum + o,
+                                   c->bias ? c->bias + o : NULL, c->Y + r * W->out + o, W->out);
+            }
+        }
+    }
+}
+
+int kern_linear_i8_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_t n,
+                       const kern_i8_weight *W, const float *bias, float *Y) {
+    if (n <= 0) return 0;
+    int64_t n4 = (n + KERN_I8_MR - 1) / KERN_I8_MR * KERN_I8_MR;
+    i8_ctx c = {ops, W, X, bias, n, malloc((size_t)(n4 * W->kp)),
+                malloc((size_t)n4 * sizeof(float)), calloc((size_t)n4, sizeof(int32_t)),
+                malloc((size_t)(kern_pool_size(p) * W->in) * sizeof(float)), Y, 0, 0, 0};
+    if (!c.A || !c.sx || !c.zx || !c.tmp) {
+        free(c.A); free(c.sx); free(c.zx); free(c.tmp);
+        return -1;
+    }
+    memset(c.A + n * W->kp, 0, (size_t)((n4 - n) * W->kp)); /* tile rows past n: unused */
+    for (int64_t r = n; r < n4; r++) c.sx[r] = 0.0f;
+    kern_pool_run(p, n, 16, quant_rows, &c);
+    c.n_rb = (n + I8_RB - 1) / I8_RB;
+    int64_t want = 4 * (int64_t)kern_pool_size(p), n_pt = 1;
+    while (c.n_rb * n_pt < want && n_pt < W->npanel) n_pt *= 2;
+    c.n_pt = n_pt < W->npanel ? n_pt : W->npanel;
+    c.panels_per_task = (W->npanel + c.n_pt - 1) / c.n_pt;
+    c.n_pt = (W->npanel + c.panels_per_task - 1) / c.panels_per_task;
+    kern_pool_run(p, c.n_rb * c.n_pt, 1, gemm_tasks, &c);
+    free(c.A); free(c.sx); free(c.zx); free(c.tmp);
+    return 0;
+}
+
+int kern_linear_i8(kern_pool *p, const float *X, int64_t n, const kern_i8_weight *W,
+                   const float *bias, float *Y) {
+    return kern_linear_i8_ops(kern_ops_get(), p, X, n, W, bias, Y);
+}
