@@ -179,9 +179,9 @@ static int resume_dir(srv_server *s, srv_coll *c, const char *path, int indexed)
         size_t l = strlen(f->d_name);
         if (l > 7 && !strcmp(f->d_name + l - 7, ".queued") && !strncmp(f->d_name, "job-", 4) &&
             l < sizeof markers[0] && nm < 8)
-            snprintf(markers[nm++], sizeof markers[0], "%s", f->d_name);
+            memcpy(markers[nm++], f->d_name, l + 1);   /* l checked: the name fits */
         else if (l > 4 && l < sizeof pdf && !strcmp(f->d_name + l - 4, ".pdf"))
-            snprintf(pdf, sizeof pdf, "%s", f->d_name);
+            memcpy(pdf, f->d_name, l + 1);
     }
     closedir(sub);
     for (int i = 0; i < nm; i++) {
