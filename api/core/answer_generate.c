@@ -189,9 +189,9 @@ int answer_generate(answer_reader *w, answer_llm *llm, char *err, size_t errlen)
     answer_result *a = w->a;
     const answer_request *rq = w->rq;
     struct mmrag_engine *e = NULL;
-    struct mmrag_session *ss = answer_llm_acquire(llm, &e, rq->cancelled, rq->user, err, errlen);
-    if (!ss) return rq->cancelled && rq->cancelled(rq->user) ? ANSWER_ABORTED : ANSWER_ERR_MODEL;
-    int rc = ANSWER_OK;
+    struct mmrag_session *ss = NULL;
+    int rc = answer_llm_session(llm, rq, &e, &ss, err, errlen);
+    if (rc != ANSWER_OK) return rc;
     checked_stream c = {.w = w};
     struct mmrag_gen_result gr = {0};
     char *prompt = build_prompt(e, a, rq, answer_llm_ctx(llm), err, errlen);
@@ -208,11 +208,7 @@ int answer_generate(answer_reader *w, answer_llm *llm, char *err, size_t errlen)
     g.on_text = on_piece;
     g.user_data = &c;
     int grc = mmrag_session_generate(ss, prompt, &g, &gr);
-    if (grc < 0) {
-        snprintf(err, errlen, "generation failed: %s", mmrag_session_errmsg(ss));
-        rc = grc == MMRAG_ENGINE_CONTEXT_FULL ? ANSWER_ERR_CONTEXT : ANSWER_ERR_MODEL;
-        goto out;
-    }
+    if (grc < 0) { rc = answer_llm_gen_failed(ss, grc, err, errlen); goto out; }
     if (rq->json_mode) emit_json(&c);
     else drain(&c, 1);
     a->stop_reason = gr.stop_reason;

@@ -14,6 +14,12 @@ struct mmrag_session *answer_llm_acquire(answer_llm *l, struct mmrag_engine **en
                                          int (*cancelled)(void *), void *user, char *err,
                                          size_t errlen);
 void answer_llm_release(answer_llm *l, struct mmrag_session *s);
+/* answer_llm_acquire for a request (its cancelled callback): ANSWER_OK with *ss set,
+ * ANSWER_ABORTED when the caller gave up while waiting, else ANSWER_ERR_MODEL + message. */
+int answer_llm_session(answer_llm *l, const answer_request *rq, struct mmrag_engine **eng,
+                       struct mmrag_session **ss, char *err, size_t errlen);
+/* The answer status of a failed mmrag_session_generate (grc < 0), with its message. */
+int answer_llm_gen_failed(struct mmrag_session *ss, int grc, char *err, size_t errlen);
 
 /* Splits the hits into sentences with boxes (line boxes from the store when the chunk
  * has them), drops repeats (overlapping chunks), scores each against the question and

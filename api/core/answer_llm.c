@@ -184,6 +184,18 @@ int32_t answer_llm_waiting(answer_llm *l) {
     return n;
 }
 
+int answer_llm_session(answer_llm *l, const answer_request *rq, struct mmrag_engine **eng,
+                       struct mmrag_session **ss, char *err, size_t errlen) {
+    *ss = answer_llm_acquire(l, eng, rq->cancelled, rq->user, err, errlen);
+    if (*ss) return ANSWER_OK;
+    return rq->cancelled && rq->cancelled(rq->user) ? ANSWER_ABORTED : ANSWER_ERR_MODEL;
+}
+
+int answer_llm_gen_failed(struct mmrag_session *ss, int grc, char *err, size_t errlen) {
+    snprintf(err, errlen, "generation failed: %s", mmrag_session_errmsg(ss));
+    return grc == MMRAG_ENGINE_CONTEXT_FULL ? ANSWER_ERR_CONTEXT : ANSWER_ERR_MODEL;
+}
+
 void answer_llm_release(answer_llm *l, struct mmrag_session *s) {
     if (!s) return;
     pthread_mutex_lock(&l->mu);

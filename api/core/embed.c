@@ -259,10 +259,10 @@ static int embed_chunks_in_context(embed_ctx *e, store *s, const store_todo *ite
                                    size_t errlen) {
     int dim = textenc_dim(e->te);
     textenc_span *sp = malloc((size_t)n * SENT_MAX * sizeof *sp);
-    ground_span *g = malloc(SENT_MAX * sizeof *g);
+    ground_span g[SENT_MAX];
     int32_t *cnt = calloc((size_t)n, sizeof *cnt), total = 0, rc = -1;
     float *sv = malloc((size_t)n * SENT_MAX * (size_t)dim * sizeof *sv);
-    if (!sp || !g || !cnt || !sv) { snprintf(err, errlen, "out of memory"); goto out; }
+    if (!sp || !cnt || !sv) { snprintf(err, errlen, "out of memory"); goto out; }
     for (int32_t i = 0; i < n; i++) {
         const char *t = items[i].text ? items[i].text : "";
         uint32_t shift = (uint32_t)(strlen(texts[i]) - strlen(t));   /* the section prefix */
@@ -273,7 +273,7 @@ static int embed_chunks_in_context(embed_ctx *e, store *s, const store_todo *ite
     e->encoded_direct += n;
     rc = put_sentvecs(e, s, items, n, cnt, sv, err, errlen);
 out:
-    free(sp); free(g); free(cnt); free(sv);
+    free(sp); free(cnt); free(sv);
     return rc;
 }
 

@@ -108,7 +108,7 @@ int embed_cache_run(embed_cache *c, const char *const *texts, int32_t n, float *
     if (n <= 0) return 0;
     size_t dim = (size_t)c->dim;
     uint64_t *h = malloc((size_t)n * sizeof *h);
-    int32_t *src = malloc((size_t)n * sizeof *src);    /* -1: encode; else copy from out[src] */
+    int32_t *src = malloc((size_t)n * sizeof *src);    /* the first index with the same text */
     int32_t *todo = malloc((size_t)n * sizeof *todo);  /* indexes to encode */
     const char **tt = malloc((size_t)n * sizeof *tt);
     first_map m = {0};
@@ -116,16 +116,17 @@ int embed_cache_run(embed_cache *c, const char *const *texts, int32_t n, float *
     int rc = -1;
     if (!h || !src || !todo || !tt || first_map_init(&m, n)) { snprintf(err, errlen, "out of memory"); goto out; }
     int32_t nt = 0, hit = 0, dup = 0;
+    for (int32_t i = 0; i < n; i++) {   /* duplicates within the call: no lock needed */
+        tt[i] = texts[i] ? texts[i] : "";
+        h[i] = text_hash(tt[i]);
+        src[i] = first_of(&m, tt, h, i);
+        dup += src[i] != i;
+    }
     pthread_mutex_lock(&c->mu);
     for (int32_t i = 0; i < n; i++) {
-        const char *t = texts[i] ? texts[i] : "";
-        tt[i] = t;
-        h[i] = text_hash(t);
-        int32_t f = first_of(&m, tt, h, i);
-        if (f != i) { src[i] = f; dup++; continue; }
-        if (cache_get(c, t, h[i], out + (size_t)i * dim)) { src[i] = i; hit++; continue; }
-        src[i] = -1;
-        todo[nt++] = i;
+        if (src[i] != i) continue;
+        if (cache_get(c, tt[i], h[i], out + (size_t)i * dim)) hit++;
+        else todo[nt++] = i;
     }
     pthread_mutex_unlock(&c->mu);
     if (nt) {
@@ -139,7 +140,7 @@ int embed_cache_run(embed_cache *c, const char *const *texts, int32_t n, float *
         for (int32_t k = 0; k < nt; k++) memcpy(out + (size_t)todo[k] * dim, tmp + (size_t)k * dim, dim * sizeof *tmp);
     }
     for (int32_t i = 0; i < n; i++)
-        if (src[i] >= 0 && src[i] != i) memcpy(out + (size_t)i * dim, out + (size_t)src[i] * dim, dim * sizeof *out);
+        if (src[i] != i) memcpy(out + (size_t)i * dim, out + (size_t)src[i] * dim, dim * sizeof *out);
     pthread_mutex_lock(&c->mu);
     for (int32_t k = 0; k < nt; k++) cache_put(c, tt[todo[k]], h[todo[k]], out + (size_t)todo[k] * dim);
     c->hits += hit;

@@ -613,9 +613,9 @@ int tools_run(answer_llm *llm, const tools_set *ts, const answer_request *rq,
               tools_result *out, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     struct mmrag_engine *e = NULL;
-    struct mmrag_session *ss = answer_llm_acquire(llm, &e, rq->cancelled, rq->user, err, errlen);
-    if (!ss) return rq->cancelled && rq->cancelled(rq->user) ? ANSWER_ABORTED : ANSWER_ERR_MODEL;
-    int rc = ANSWER_OK;
+    struct mmrag_session *ss = NULL;
+    int rc = answer_llm_session(llm, rq, &e, &ss, err, errlen);
+    if (rc != ANSWER_OK) return rc;
     struct mmrag_gen_result gr = {0};
     char *prompt = tools_prompt(e, ts, rq);
     if (!prompt) { rc = ANSWER_ERR_NOMEM; snprintf(err, errlen, "out of memory"); goto out; }
@@ -629,11 +629,7 @@ int tools_run(answer_llm *llm, const tools_set *ts, const answer_request *rq,
     p.loop_guard = 0;   /* the grammar bounds the output; a list of similar calls is fine */
     p.grammar = &g;
     int grc = mmrag_session_generate(ss, prompt, &p, &gr);
-    if (grc < 0) {
-        snprintf(err, errlen, "generation failed: %s", mmrag_session_errmsg(ss));
-        rc = grc == MMRAG_ENGINE_CONTEXT_FULL ? ANSWER_ERR_CONTEXT : ANSWER_ERR_MODEL;
-        goto out;
-    }
+    if (grc < 0) { rc = answer_llm_gen_failed(ss, grc, err, errlen); goto out; }
     out->prompt_tokens = gr.n_prompt;
     out->completion_tokens = gr.n_gen;
     out->stop_reason = gr.stop_reason;
