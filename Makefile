@@ -18,7 +18,7 @@ endif
 CC      ?= cc
 CXX     ?= c++
 NVCC    ?= /usr/local/cuda/bin/nvcc
-PKGS    := poppler-glib cairo cairo-pdf vips sqlite3 jansson libmicrohttpd tesseract lept zlib
+PKGS    := poppler-glib cairo cairo-pdf vips sqlite3 jansson libmicrohttpd tesseract lept zlib libpq
 OPENBLAS_INC := /usr/include/x86_64-linux-gnu/openblas-pthread
 FAISS   := $(BUILD)/faiss
 MODELS  ?= models

@@ -189,6 +189,22 @@ void store_options_default(store_options *o) {
 }
 
 const char *store_errmsg(store *s) { return s ? s->err : "store: no handle"; }
+int store_is_shared(const store *s) { return s && s->pg; }
+int store_is_url(const char *db) { return store_is_pg_url(db); }
+
+int store_collection_db(const char *base, const char *name, char *buf, size_t len) {
+    int n;
+    if (!store_is_pg_url(base)) {
+        n = snprintf(buf, len, "%s/%s", base, name);
+        return n < 0 || (size_t)n >= len ? -1 : 0;
+    }
+    size_t l = strlen(name);
+    if (l == 0 || l > 48) return -1;
+    for (const char *p = name; *p; p++)
+        if (!islower((unsigned char)*p) && !isdigit((unsigned char)*p) && *p != '_') return -1;
+    n = snprintf(buf, len, "%s%scollection=%s", base, strchr(base, '?') ? "&" : "?", name);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
 const char *store_path(const store *s) { return s->path; }
 
 /* mkdir -p for the database directory. */
@@ -326,6 +342,14 @@ int store_open(const char *dir, const store_options *opt, store **out, char *err
         return STORE_ERR_ARG;
     }
     int rc;
+    if (store_is_pg_url(dir)) {
+        store *s = calloc(1, sizeof *s);
+        if (!s) { snprintf(err, errlen, "store: out of memory"); return STORE_ERR_NOMEM; }
+        pthread_mutex_init(&s->mu, NULL);
+        if ((rc = pg_open(s, dir, &o, err, errlen))) { store_close(s); return rc; }
+        *out = s;
+        return STORE_OK;
+    }
     if (!o.readonly && o.create && (rc = make_dirs(dir, err, errlen))) return rc;
     store *s = calloc(1, sizeof *s);
     if (!s) { snprintf(err, errlen, "store: out of memory"); return STORE_ERR_NOMEM; }
@@ -395,6 +419,7 @@ int store_open(const char *dir, const store_options *opt, store **out, char *err
 void store_close(store *s) {
     if (!s) return;
     if (s->doc_open) store_doc_abort(s);
+    pg_close(s);
     sqlite3_finalize(s->sp_page);
     sqlite3_finalize(s->sp_image);
     sqlite3_finalize(s->sp_chunk);
@@ -406,6 +431,7 @@ void store_close(store *s) {
 }
 
 int store_meta_get(store *s, const char *key, char *buf, size_t buflen) {
+    STORE_ROUTE_PG(s, pg_meta_get(s, key, buf, buflen));
     if (!s || !key || !buf || !buflen) return STORE_ERR_ARG;
     STORE_LOCK(s);
     sqlite3_stmt *st;
@@ -423,6 +449,7 @@ int store_meta_get(store *s, const char *key, char *buf, size_t buflen) {
 }
 
 int store_meta_set(store *s, const char *key, const char *value) {
+    STORE_ROUTE_PG(s, pg_meta_set(s, key, value));
     if (!s || !key || !value) return STORE_ERR_ARG;
     STORE_LOCK(s);
     sqlite3_stmt *st;

@@ -1,8 +1,15 @@
-/* index/store — the SQLite store: the source of truth for documents, pages, images,
- * image-anchored chunks, FTS5 keyword search and embedding vectors.
+/* index/store — the store: the source of truth for documents, pages, images,
+ * image-anchored chunks, keyword search and embedding vectors. Two backends behind this
+ * one contract, chosen by the database string given to store_open():
  *
- * One database per collection at DIR/mmrag.db (WAL mode). Everything derived (FAISS
- * files) compares store_generation() to know when it is stale.
+ *  - a directory: the embedded store, SQLite at DIR/mmrag.db (WAL mode) with FTS5 BM25.
+ *    Everything derived (FAISS files) compares store_generation() to know when it is stale.
+ *  - postgres://user@host:port/dbname[?collection=NAME] (or postgresql://): the shared
+ *    store, PostgreSQL with pgvector (store_pg*.c). A collection is a schema
+ *    ("mmrag_NAME", default "default") created and migrated by mmrag; text search is a
+ *    tsvector GIN index ranked by ts_rank_cd, vectors live in pgvector columns with HNSW
+ *    indexes and are searched in the database (store_vectors_knn), and ingest jobs
+ *    queue in a table that any number of workers claim (store_job_*).
  *
  * Walkthrough (writer):
  *   store *s; store_open("./.mmrag", NULL, &s, err, sizeof err);
@@ -77,15 +84,26 @@ typedef struct {
 
 void store_options_default(store_options *o);
 
-/* Open (and create/migrate) DIR/mmrag.db. o may be NULL (defaults). On error *out is NULL
- * and err holds a one-line message naming the path.
+/* Open (and create/migrate) DIR/mmrag.db, or the PostgreSQL collection a postgres:// URL
+ * names. o may be NULL (defaults). On error *out is NULL and err holds a one-line message
+ * naming the path, or the host and port of a database that is down or refuses us
+ * (STORE_ERR_IO).
  * Returns STORE_OK, STORE_ERR_IO, STORE_ERR_READONLY, STORE_ERR_CORRUPT, STORE_ERR_VERSION,
  * STORE_ERR_NOMEM, STORE_ERR. */
 int store_open(const char *dir, const store_options *o, store **out, char *err, size_t errlen);
 void store_close(store *s);                    /* aborts an open document; NULL ok */
 const char *store_errmsg(store *s);            /* valid until the next call on s */
 const char *store_status_str(int rc);          /* static text */
-const char *store_path(const store *s);        /* DIR/mmrag.db, owned by s */
+const char *store_path(const store *s);        /* DIR/mmrag.db, or the URL without its
+                                                * password; owned by s */
+/* 1 when db (a --db value) names the shared PostgreSQL store rather than a directory. */
+int store_is_url(const char *db);
+/* 1 for a handle on the shared store: vectors are searched in the database. */
+int store_is_shared(const store *s);
+/* The database string of collection `name` under base: "base/name" for a directory,
+ * the URL with ?collection=name for PostgreSQL. Returns 0, or -1 when it does not fit
+ * or the name is not [a-z0-9_]{1,48} for a URL. */
+int store_collection_db(const char *base, const char *name, char *buf, size_t len);
 
 /* Meta: generation changes whenever documents or vectors change (commit, delete,
  * vectors_put). schema_version is in meta too. */
@@ -295,6 +313,13 @@ int store_vectors_foreach(store *s, const char *space, const char *model, int32_
 /* Number of vectors of (space, model); owner_kind < 0 = both kinds. */
 int store_vectors_count(store *s, const char *space, const char *model, int32_t owner_kind,
                         int64_t *count);
+
+/* Nearest vectors of (space, model) to q by cosine, best first (shared store only: the
+ * embedded store searches through vindex). owner_kind < 0 = both kinds.
+ * Returns STORE_OK, STORE_ERR_STATE (embedded store), STORE_ERR_ARG, STORE_ERR. */
+typedef struct { int64_t id; float score; } store_knn_hit;
+int store_vectors_knn(store *s, const char *space, const char *model, int32_t owner_kind,
+                      const float *q, int32_t dim, int32_t k, store_knn_hit *out, int32_t *nout);
 
 /* Work lists for encoders: up to `limit` owners with id > after_id that lack a vector
  * for (space, model), in id order. Loop with after_id = last id returned until n == 0. */

@@ -3,11 +3,17 @@
 #define MMRAG_INDEX_STORE_INT_H
 #include <limits.h>
 #include <pthread.h>
+#include <libpq-fe.h>
 #include <sqlite3.h>
 #include "index/store.h"
 
 struct store {
-    sqlite3 *db;
+    sqlite3 *db;               /* the embedded backend, or NULL */
+    PGconn *pg;                /* the shared backend (store_pg*.c), or NULL */
+    char schema[80];           /* pg: the collection's schema, quoted ("mmrag_NAME") */
+    int pg_tx;                 /* pg: a transaction is open on the connection */
+    int32_t pg_ef;             /* pg: hnsw.ef_search set on the session */
+    char pg_vec_index[160];    /* pg: the last (space, model, dim) whose index exists */
     pthread_mutex_t mu;
     int readonly;
     char path[PATH_MAX];
@@ -22,6 +28,8 @@ struct store {
 };
 
 #define STORE_LOCK(s) pthread_mutex_lock(&(s)->mu)
+/* Each public function routes a PostgreSQL handle to its pg_ twin (store_pg*.c). */
+#define STORE_ROUTE_PG(s, call) do { if ((s) && (s)->pg) return call; } while (0)
 #define STORE_UNLOCK(s) pthread_mutex_unlock(&(s)->mu)
 
 /* Set s->err ("store: " + text) and return code. */
@@ -53,4 +61,58 @@ int store_check_space(store *s, const char *space, const char *model);
 int store_lines_valid(const store_line *lines, int32_t n, size_t text_len);
 /* n * STORE_LINE_BYTES bytes (malloc'd), or NULL out of memory. */
 uint8_t *store_lines_encode(const store_line *lines, int32_t n);
+/* Decode a blob for a text of text_len bytes; a damaged blob gives *out = NULL, *n = 0.
+ * Returns STORE_OK or STORE_ERR_NOMEM. */
+int store_lines_decode(const uint8_t *blob, size_t bytes, size_t text_len, store_line **out,
+                       int32_t *n);
+/* The largest dot product of q with the n rows (n x dim) of v; -2 when n is 0. */
+float store_best_dot(const float *q, const float *v, int32_t dim, int32_t n);
+/* store_search.c: the query's searchable pieces ("..." phrases whole, other words at
+ * whitespace, English function words dropped unless nothing else is left), in order. */
+typedef void (*store_piece_fn)(void *ctx, const char *p, size_t n, int quoted);
+void store_query_pieces(const char *query, store_piece_fn fn, void *ctx);
+
+/* ---- the PostgreSQL backend (store_pg.c, store_pg_read.c) ---- */
+int store_is_pg_url(const char *db);
+int pg_open(store *s, const char *url, const store_options *o, char *err, size_t errlen);
+void pg_close(store *s);
+int pg_meta_get(store *s, const char *key, char *buf, size_t buflen);
+int pg_meta_set(store *s, const char *key, const char *value);
+int pg_doc_begin(store *s, const store_doc_meta *m, int64_t *existing_id);
+int pg_page_add(store *s, const store_page *p);
+int pg_image_add(store *s, const store_image *img);
+int pg_chunk_add(store *s, const store_chunk *c);
+int pg_doc_commit(store *s, int64_t *doc_id, int64_t *replaced_id);
+void pg_doc_abort(store *s);
+int pg_doc_delete(store *s, int64_t id);
+int pg_doc_list(store *s, store_doc_row **rows, int32_t *n);
+int pg_doc_get(store *s, const char *spec, store_doc_row *out);
+int pg_doc_get_id(store *s, int64_t id, store_doc_row *out);
+int pg_pages_get(store *s, int64_t doc, store_page_row **rows, int32_t *n);
+int pg_chunks_get(store *s, int64_t doc, int32_t page, store_chunk_row **rows, int32_t *n);
+int pg_chunk_get(store *s, int64_t id, store_chunk_row *out);
+int pg_chunk_lines(store *s, int64_t chunk_id, store_line **out, int32_t *n);
+int pg_images_get(store *s, int64_t doc, int32_t page, store_image_row **rows, int32_t *n);
+int pg_image_get(store *s, int64_t id, store_image_row *out);
+int pg_search_text(store *s, const char *query, const store_search_opts *o, store_hit **hits,
+                   int32_t *n);
+int pg_vectors_put(store *s, const char *space, const char *model, int32_t dim,
+                   const store_vec *vecs, int32_t n, int32_t *written);
+int pg_vector_get(store *s, int32_t owner_kind, int64_t owner_id, const char *space,
+                  const char *model, float *buf, int32_t buflen, int32_t *dim);
+int pg_vectors_foreach(store *s, const char *space, const char *model, int32_t owner_kind,
+                       store_vec_cb cb, void *user);
+int pg_vectors_count(store *s, const char *space, const char *model, int32_t owner_kind,
+                     int64_t *count);
+int pg_vectors_knn(store *s, const char *space, const char *model, int32_t owner_kind,
+                   const float *q, int32_t dim, int32_t k, store_knn_hit *out, int32_t *nout);
+int pg_todo_list(store *s, int what, const char *space, const char *model, int64_t after,
+                 int32_t limit, store_todo **items, int32_t *n);
+int pg_sentvecs_put(store *s, const char *model, int32_t dim, const store_sentvec *rows,
+                    int32_t n, int32_t *written);
+int pg_sentvecs_best(store *s, const char *model, const float *q, int32_t dim,
+                     const int64_t *ids, int32_t n, float *best);
+int pg_sentvecs_count(store *s, const char *model, int64_t *count);
+int pg_counts_get(store *s, store_counts *c);
+enum { STORE_TODO_CHUNKS, STORE_TODO_IMAGES, STORE_TODO_SENTENCES };
 #endif

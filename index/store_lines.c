@@ -65,10 +65,9 @@ uint8_t *store_lines_encode(const store_line *l, int32_t n) {
     return blob;
 }
 
-/* Decode a blob for a text of text_len bytes. A damaged blob gives *out = NULL, *n = 0
- * (see design note 2). Returns STORE_OK or STORE_ERR_NOMEM. */
-static int lines_decode(const uint8_t *blob, size_t bytes, size_t text_len, store_line **out,
-                        int32_t *n) {
+/* A damaged blob reads as no lines: design note 2. */
+int store_lines_decode(const uint8_t *blob, size_t bytes, size_t text_len, store_line **out,
+                       int32_t *n) {
     if (!blob || !bytes || bytes % STORE_LINE_BYTES || bytes / STORE_LINE_BYTES > INT32_MAX)
         return STORE_OK;
     int32_t cnt = (int32_t)(bytes / STORE_LINE_BYTES);
@@ -89,6 +88,7 @@ static int lines_decode(const uint8_t *blob, size_t bytes, size_t text_len, stor
 }
 
 int store_chunk_lines(store *s, int64_t chunk_id, store_line **out, int32_t *n) {
+    STORE_ROUTE_PG(s, pg_chunk_lines(s, chunk_id, out, n));
     if (!s || !out || !n) return STORE_ERR_ARG;
     *out = NULL;
     *n = 0;
@@ -103,7 +103,7 @@ int store_chunk_lines(store *s, int64_t chunk_id, store_line **out, int32_t *n) 
         /* only a BLOB holds lines: NULL (an old row) or any other type reads as none */
         const uint8_t *blob = sqlite3_column_type(st, 0) == SQLITE_BLOB ? sqlite3_column_blob(st, 0) : NULL;
         size_t bytes = (size_t)sqlite3_column_bytes(st, 0);
-        rc = lines_decode(blob, bytes, (size_t)sqlite3_column_int64(st, 1), out, n);
+        rc = store_lines_decode(blob, bytes, (size_t)sqlite3_column_int64(st, 1), out, n);
         if (rc) rc = store_set_err(s, rc, "out of memory");
     } else if (step == SQLITE_DONE) {
         rc = store_set_err(s, STORE_ERR_NOTFOUND, "no chunk with id %lld", (long long)chunk_id);

@@ -121,6 +121,7 @@ static const row_type doc_type = {sizeof(store_doc_row), doc_from_row, doc_clear
 void store_docs_free(store_doc_row *rows, int32_t n) { free_rows(&doc_type, rows, n); }
 
 int store_doc_list(store *s, store_doc_row **rows, int32_t *n) {
+    STORE_ROUTE_PG(s, pg_doc_list(s, rows, n));
     if (!s || !rows || !n) return STORE_ERR_ARG;
     *rows = NULL; *n = 0;
     STORE_LOCK(s);
@@ -154,6 +155,7 @@ static int doc_query(store *s, const char *where, const char *text, int64_t num,
 }
 
 int store_doc_get_id(store *s, int64_t id, store_doc_row *out) {
+    STORE_ROUTE_PG(s, pg_doc_get_id(s, id, out));
     if (!s || !out) return STORE_ERR_ARG;
     memset(out, 0, sizeof *out);
     STORE_LOCK(s);
@@ -165,6 +167,7 @@ int store_doc_get_id(store *s, int64_t id, store_doc_row *out) {
 }
 
 int store_doc_get(store *s, const char *spec, store_doc_row *out) {
+    STORE_ROUTE_PG(s, pg_doc_get(s, spec, out));
     if (!s || !out) return STORE_ERR_ARG;
     memset(out, 0, sizeof *out);
     if (!spec || !*spec) return store_set_err(s, STORE_ERR_ARG, "empty document name");
@@ -212,6 +215,7 @@ static int page_from_row(sqlite3_stmt *st, void *row) {
 static const row_type page_type = {sizeof(store_page_row), page_from_row, NULL, "page"};
 
 int store_pages_get(store *s, int64_t doc, store_page_row **rows, int32_t *n) {
+    STORE_ROUTE_PG(s, pg_pages_get(s, doc, rows, n));
     if (!s || !rows || !n) return STORE_ERR_ARG;
     *rows = NULL; *n = 0;
     STORE_LOCK(s);
@@ -257,6 +261,7 @@ static const row_type chunk_type = {sizeof(store_chunk_row), chunk_from_row, chu
 void store_chunks_free(store_chunk_row *rows, int32_t n) { free_rows(&chunk_type, rows, n); }
 
 int store_chunks_get(store *s, int64_t doc, int32_t page, store_chunk_row **rows, int32_t *n) {
+    STORE_ROUTE_PG(s, pg_chunks_get(s, doc, page, rows, n));
     if (!s || !rows || !n) return STORE_ERR_ARG;
     *rows = NULL; *n = 0;
     STORE_LOCK(s);
@@ -274,6 +279,7 @@ int store_chunks_get(store *s, int64_t doc, int32_t page, store_chunk_row **rows
 }
 
 int store_chunk_get(store *s, int64_t id, store_chunk_row *out) {
+    STORE_ROUTE_PG(s, pg_chunk_get(s, id, out));
     if (!s || !out) return STORE_ERR_ARG;
     return read_one(s, "SELECT " CHUNK_COLS " WHERE id=?", &chunk_type, id, out);
 }
@@ -317,6 +323,7 @@ static const row_type image_type = {sizeof(store_image_row), image_from_row, ima
 void store_images_free(store_image_row *rows, int32_t n) { free_rows(&image_type, rows, n); }
 
 int store_images_get(store *s, int64_t doc, int32_t page, store_image_row **rows, int32_t *n) {
+    STORE_ROUTE_PG(s, pg_images_get(s, doc, page, rows, n));
     if (!s || !rows || !n) return STORE_ERR_ARG;
     *rows = NULL; *n = 0;
     STORE_LOCK(s);
@@ -334,11 +341,13 @@ int store_images_get(store *s, int64_t doc, int32_t page, store_image_row **rows
 }
 
 int store_image_get(store *s, int64_t id, store_image_row *out) {
+    STORE_ROUTE_PG(s, pg_image_get(s, id, out));
     if (!s || !out) return STORE_ERR_ARG;
     return read_one(s, "SELECT " IMAGE_COLS " WHERE id=?", &image_type, id, out);
 }
 
 int store_counts_get(store *s, store_counts *c) {
+    STORE_ROUTE_PG(s, pg_counts_get(s, c));
     if (!s || !c) return STORE_ERR_ARG;
     memset(c, 0, sizeof *c);
     STORE_LOCK(s);

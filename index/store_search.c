@@ -78,23 +78,34 @@ static void each_piece(const char *query, piece_fn fn, void *ctx) {
     }
 }
 
-typedef struct { char *buf; size_t buflen, at; int terms, content, drop_stop; } fts_build;
+typedef struct { store_piece_fn fn; void *ctx; int content, drop_stop; } pieces_ctx;
 static void count_content(void *ctx, const char *p, size_t n, int quoted) {
-    fts_build *b = ctx;
-    b->content += quoted || !is_stop_word(p, n);
+    pieces_ctx *c = ctx;
+    c->content += quoted || !is_stop_word(p, n);
 }
+static void pass_piece(void *ctx, const char *p, size_t n, int quoted) {
+    pieces_ctx *c = ctx;
+    if (c->drop_stop && !quoted && is_stop_word(p, n)) return;
+    c->fn(c->ctx, p, n, quoted);
+}
+
+void store_query_pieces(const char *query, store_piece_fn fn, void *ctx) {
+    pieces_ctx c = {fn, ctx, 0, 0};
+    each_piece(query, count_content, &c);
+    c.drop_stop = c.content > 0; /* a query of stop words only ("who is it?") keeps them */
+    each_piece(query, pass_piece, &c);
+}
+
+typedef struct { char *buf; size_t buflen, at; int terms; } fts_build;
 static void add_piece(void *ctx, const char *p, size_t n, int quoted) {
     fts_build *b = ctx;
-    if (b->drop_stop && !quoted && is_stop_word(p, n)) return;
     b->at = put_piece(b->buf, b->buflen, b->at, p, n, b->terms == 0);
     b->terms++;
 }
 
 size_t store_fts_query(const char *query, char *buf, size_t buflen) {
-    fts_build b = {buf, buflen, 0, 0, 0, 0};
-    each_piece(query, count_content, &b);
-    b.drop_stop = b.content > 0; /* a query of stop words only ("who is it?") keeps them */
-    each_piece(query, add_piece, &b);
+    fts_build b = {buf, buflen, 0, 0};
+    store_query_pieces(query, add_piece, &b);
     if (buflen) buf[b.at < buflen ? b.at : buflen - 1] = 0;
     return b.at + 1;
 }
@@ -115,6 +126,7 @@ void store_hits_free(store_hit *hits, int32_t n) {
 
 int store_search_bm25(store *s, const char *query, const store_search_opts *opt,
                       store_hit **hits, int32_t *n) {
+    STORE_ROUTE_PG(s, pg_search_text(s, query, opt, hits, n));
     if (!s || !hits || !n) return STORE_ERR_ARG;
     *hits = NULL; *n = 0;
     store_search_opts o;
@@ -191,8 +203,17 @@ out:
 }
 
 /* ---- vectors ----------------------------------------------------------------------- */
+int store_vectors_knn(store *s, const char *space, const char *model, int32_t owner_kind,
+                      const float *q, int32_t dim, int32_t k, store_knn_hit *out, int32_t *nout) {
+    if (!s) return STORE_ERR_ARG;
+    STORE_ROUTE_PG(s, pg_vectors_knn(s, space, model, owner_kind, q, dim, k, out, nout));
+    if (nout) *nout = 0;
+    return store_set_err(s, STORE_ERR_STATE, "the embedded store searches vectors through its"
+                         " FAISS index (vindex), not store_vectors_knn");
+}
 int store_vector_get(store *s, int32_t owner_kind, int64_t owner_id, const char *space,
                      const char *model, float *buf, int32_t buflen, int32_t *dim) {
+    STORE_ROUTE_PG(s, pg_vector_get(s, owner_kind, owner_id, space, model, buf, buflen, dim));
     if (!s) return STORE_ERR_ARG;
     STORE_LOCK(s);
     sqlite3_stmt *st = NULL;
@@ -231,6 +252,7 @@ out:
 
 int store_vectors_foreach(store *s, const char *space, const char *model, int32_t owner_kind,
                           store_vec_cb cb, void *user) {
+    STORE_ROUTE_PG(s, pg_vectors_foreach(s, space, model, owner_kind, cb, user));
     if (!s || !cb) return STORE_ERR_ARG;
     STORE_LOCK(s);
     sqlite3_stmt *st = NULL;
@@ -275,6 +297,7 @@ out:
 
 int store_vectors_count(store *s, const char *space, const char *model, int32_t owner_kind,
                         int64_t *count) {
+    STORE_ROUTE_PG(s, pg_vectors_count(s, space, model, owner_kind, count));
     if (!s || !count) return STORE_ERR_ARG;
     *count = 0;
     STORE_LOCK(s);
@@ -335,11 +358,14 @@ static char *image_text(store *s, int64_t image_id) {
     return out;
 }
 
-/* what: TODO_CHUNKS, TODO_IMAGES or TODO_SENTENCES (chunks without sentence vectors) */
-enum { TODO_CHUNKS, TODO_IMAGES, TODO_SENTENCES };
+/* what: STORE_TODO_CHUNKS, _IMAGES or _SENTENCES (chunks without sentence vectors) */
+#define TODO_CHUNKS STORE_TODO_CHUNKS
+#define TODO_IMAGES STORE_TODO_IMAGES
+#define TODO_SENTENCES STORE_TODO_SENTENCES
 static int todo_list(store *s, int what, const char *space, const char *model, int64_t after,
                      int32_t limit, store_todo **items, int32_t *n) {
     if (!s || !items || !n) return STORE_ERR_ARG;
+    STORE_ROUTE_PG(s, pg_todo_list(s, what, space, model, after, limit, items, n));
     *items = NULL; *n = 0;
     STORE_LOCK(s);
     sqlite3_stmt *st = NULL;

@@ -8,6 +8,7 @@
 
 int store_sentvecs_put(store *s, const char *model, int32_t dim, const store_sentvec *rows,
                        int32_t n, int32_t *written) {
+    STORE_ROUTE_PG(s, pg_sentvecs_put(s, model, dim, rows, n, written));
     if (written) *written = 0;
     if (!s) return STORE_ERR_ARG;
     STORE_LOCK(s);
@@ -48,7 +49,7 @@ out:
     return rc;
 }
 
-static float best_dot(const float *q, const float *v, int32_t dim, int32_t n) {
+float store_best_dot(const float *q, const float *v, int32_t dim, int32_t n) {
     float best = -2.0f;
     for (int32_t j = 0; j < n; j++) {
         float d = 0;
@@ -60,6 +61,7 @@ static float best_dot(const float *q, const float *v, int32_t dim, int32_t n) {
 
 int store_sentvecs_best(store *s, const char *model, const float *q, int32_t dim,
                         const int64_t *ids, int32_t n, float *best) {
+    STORE_ROUTE_PG(s, pg_sentvecs_best(s, model, q, dim, ids, n, best));
     if (!s || (n > 0 && (!ids || !best || !q))) return STORE_ERR_ARG;
     for (int32_t i = 0; i < n; i++) best[i] = -2.0f;
     STORE_LOCK(s);
@@ -88,7 +90,7 @@ int store_sentvecs_best(store *s, const char *model, const float *q, int32_t dim
                     cap = (size_t)bytes;
                 }
                 memcpy(buf, b, (size_t)bytes);
-                best[i] = best_dot(q, buf, dim, k);
+                best[i] = store_best_dot(q, buf, dim, k);
             }
         } else if (step != SQLITE_DONE) {
             rc = store_sql_err(s, "read sentence vectors");
@@ -105,6 +107,7 @@ out:
 }
 
 int store_sentvecs_count(store *s, const char *model, int64_t *count) {
+    STORE_ROUTE_PG(s, pg_sentvecs_count(s, model, count));
     if (!s || !count) return STORE_ERR_ARG;
     *count = 0;
     STORE_LOCK(s);

@@ -72,6 +72,7 @@ static int64_t find_sha(store *s, const char *sha, int *rc) {
 }
 
 int store_doc_begin(store *s, const store_doc_meta *m, int64_t *existing_id) {
+    STORE_ROUTE_PG(s, pg_doc_begin(s, m, existing_id));
     if (!s) return STORE_ERR_ARG;
     STORE_LOCK(s);
     int rc = STORE_OK;
@@ -140,6 +141,7 @@ static void bind_box(sqlite3_stmt *st, int col, store_box b) {
     } while (0)
 
 int store_page_add(store *s, const store_page *p) {
+    STORE_ROUTE_PG(s, pg_page_add(s, p));
     if (!s || !p) return STORE_ERR_ARG;
     STORE_LOCK(s);
     int rc = STORE_OK;
@@ -156,6 +158,7 @@ out:
 }
 
 int store_image_add(store *s, const store_image *im) {
+    STORE_ROUTE_PG(s, pg_image_add(s, im));
     if (!s || !im) return STORE_ERR_ARG;
     STORE_LOCK(s);
     int rc = STORE_OK;
@@ -203,6 +206,7 @@ static int check_chunk(store *s, const store_chunk *c) {
 }
 
 int store_chunk_add(store *s, const store_chunk *c) {
+    STORE_ROUTE_PG(s, pg_chunk_add(s, c));
     if (!s || !c) return STORE_ERR_ARG;
     STORE_LOCK(s);
     int rc = STORE_OK;
@@ -230,6 +234,7 @@ out:
 
 void store_doc_abort(store *s) {
     if (!s) return;
+    if (s->pg) { pg_doc_abort(s); return; }
     STORE_LOCK(s);
     if (s->doc_open) spool_clear(s);
     STORE_UNLOCK(s);
@@ -305,6 +310,7 @@ static int commit_locked(store *s, int64_t *doc_id, int64_t *replaced_id) {
 }
 
 int store_doc_commit(store *s, int64_t *doc_id, int64_t *replaced_id) {
+    STORE_ROUTE_PG(s, pg_doc_commit(s, doc_id, replaced_id));
     if (!s) return STORE_ERR_ARG;
     STORE_LOCK(s);
     int64_t id = 0, old = 0;
@@ -326,6 +332,7 @@ out:
 }
 
 int store_doc_delete(store *s, int64_t id) {
+    STORE_ROUTE_PG(s, pg_doc_delete(s, id));
     if (!s) return STORE_ERR_ARG;
     STORE_LOCK(s);
     int rc = store_tx_begin(s);
@@ -347,6 +354,7 @@ out:
 
 int store_vectors_put(store *s, const char *space, const char *model, int32_t dim,
                       const store_vec *vecs, int32_t n, int32_t *written) {
+    STORE_ROUTE_PG(s, pg_vectors_put(s, space, model, dim, vecs, n, written));
     if (!s) return STORE_ERR_ARG;
     STORE_LOCK(s);
     int32_t w = 0;

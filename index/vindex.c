@@ -1,5 +1,6 @@
 /* vindex — FAISS HNSW (text) and LSH + exact re-scoring (image) indexes with
  * tombstones and checksummed persistence. See vindex.h for the contract. */
+#include "index/store.h"
 #include "index/vindex.h"
 #include "index/index_internal.h"
 
@@ -85,6 +86,11 @@ struct vindex {
     float *vecs;
     int64_t n, cap;
     int64_t gen;      /* store generation reflected (-1 = none) */
+    /* an index in the shared store (vindex_open_store on PostgreSQL): searches go there */
+    struct store *remote;
+    char rspace[8];   /* the store's space ("text" or "image") */
+    int32_t rowner;   /* owner kind the space indexes */
+    int64_t rcount;   /* vectors there at the last sync */
 };
 
 static void fxerr(char *err, size_t errlen, const char *what) {
@@ -523,10 +529,46 @@ static int search_common(vindex *v, const float *query, int32_t k, int rescore,
     return rc;
 }
 
+/* The shared store searches with its own HNSW index (pgvector); the store's handle
+ * serializes calls, so the read lock only guards against a concurrent free. */
+static int remote_search(vindex *v, const float *query, int32_t k, vindex_hit *out,
+                         int32_t *nout, char *err, size_t errlen) {
+    store_knn_hit *h = malloc((size_t)(k > 0 ? k : 1) * sizeof *h);
+    if (!h) { index_set_err(err, errlen, "vindex: out of memory"); return -1; }
+    int32_t n = 0;
+    int rc = store_vectors_knn(v->remote, v->rspace, v->o.model_id, v->rowner, query, v->o.dim,
+                               k, h, &n);
+    if (rc) index_set_err(err, errlen, "vindex: %s", store_errmsg(v->remote));
+    for (int32_t i = 0; !rc && i < n; i++) out[i] = (vindex_hit){h[i].id, h[i].score};
+    if (!rc) *nout = n;
+    free(h);
+    return rc ? -1 : 0;
+}
+
 int vindex_search(vindex *v, const float *query, int32_t k, vindex_hit *out, int32_t *nout,
                   char *err, size_t errlen) {
+    if (v && v->remote && query && out && nout && k >= 0) {
+        *nout = 0;
+        return k ? remote_search(v, query, k, out, nout, err, errlen) : 0;
+    }
     return search_common(v, query, k, 1, out, nout, err, errlen);
 }
+
+vindex *vindex_create_remote(const vindex_opts *o, struct store *s, const char *space,
+                             int32_t owner_kind, char *err, size_t errlen) {
+    vindex *v = calloc(1, sizeof *v);
+    if (!v) { index_set_err(err, errlen, "vindex: out of memory"); return NULL; }
+    v->o = *o;
+    v->remote = s;
+    snprintf(v->rspace, sizeof v->rspace, "%s", space);
+    v->rowner = owner_kind;
+    pthread_rwlock_init(&v->lock, NULL);
+    v->gen = -1;
+    return v;
+}
+
+int vindex_is_remote(const vindex *v) { return v && v->remote; }
+void vindex_set_remote_count(vindex *v, int64_t n) { if (v) v->rcount = n; }
 
 int vindex_search_candidates(vindex *v, const float *query, int32_t k, vindex_hit *out,
                              int32_t *nout, char *err, size_t errlen) {
@@ -562,7 +604,9 @@ int vindex_set_search_threads(vindex *v, int32_t threads) {
     return 0;
 }
 
-int64_t vindex_size(const vindex *v) { return v ? (int64_t)v->all.n : 0; }
+int64_t vindex_size(const vindex *v) {
+    return !v ? 0 : v->remote ? v->rcount : (int64_t)v->all.n;
+}
 int64_t vindex_dead(const vindex *v) { return v ? (int64_t)v->dead.n : 0; }
 const vindex_opts *vindex_get_opts(const vindex *v) { return v ? &v->o : NULL; }
 

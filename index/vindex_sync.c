@@ -149,6 +149,16 @@ int vindex_sync_store(vindex *v, store *s, const char *space, const char *model,
     }
     info->generation = gen;
     if (gen == vindex_generation(v)) return 0;
+    if (vindex_is_remote(v)) {   /* the database's own index is always current */
+        int64_t n = 0;
+        if (store_vectors_count(s, store_space(space), model, owner_for(space), &n) != STORE_OK) {
+            index_set_err(err, errlen, "vindex: %s", store_errmsg(s));
+            return -1;
+        }
+        vindex_set_remote_count(v, n);
+        vindex_set_generation(v, gen);
+        return 0;
+    }
     collect c = {.v = v, .dim = vindex_get_opts(v)->dim};
     int rc = scan(s, space, model, &c, &gen, err, errlen);
     if (rc) { collect_free(&c); return -1; }
@@ -193,6 +203,7 @@ int vindex_rebuild_store(vindex *v, store *s, const char *space, const char *mod
         index_set_err(err, errlen, "vindex: bad rebuild arguments");
         return -1;
     }
+    if (vindex_is_remote(v)) return vindex_sync_store(v, s, space, model, info, err, errlen);
     int rc = rebuild_from(v, s, space, model, info, err, errlen);
     if (!rc) snprintf(info->why, sizeof info->why, "compaction requested");
     return rc;
@@ -226,6 +237,13 @@ int vindex_open_store(store *s, const char *space, const char *model, const vind
         int32_t d = 0;
         store_vectors_foreach(s, store_space(space), model, owner_for(space), first_dim_cb, &d);
         want.dim = d ? d : 384;
+    }
+    if (store_is_shared(s)) {
+        vindex *r = vindex_create_remote(&want, s, store_space(space), owner_for(space), err, errlen);
+        if (!r) return -1;
+        if (vindex_sync_store(r, s, space, model, info, err, errlen)) { vindex_free(r); return -1; }
+        *out = r;
+        return 0;
     }
     char path[4096];
     if (vindex_store_file(s, space, want.kind, path, sizeof path)) {

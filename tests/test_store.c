@@ -1,7 +1,13 @@
 /* Tests for index/store: schema + migrations, per-document atomicity (abort, killed
  * writer), sha no-op, replace on change, cascade delete, FTS5 hostile queries, BM25,
  * vectors, disk-full and read-only behaviour, parallel writers, chunk text lines (round
- * trip, blob layout, bad and damaged lines, a v1 database migrated to v2). */
+ * trip, blob layout, bad and damaged lines, a v1 database migrated to v2).
+ *
+ * Both backends run these cases: with MMRAG_STORE_URL=postgres://... (tests/test_store_pg.sh
+ * sets it from the test run's PostgreSQL) every "directory" is a fresh collection of that
+ * database instead, the SQL checks run there, and the cases about SQLite's own file
+ * (schema, disk full, read-only files, damaged blobs, old schema versions) are left out
+ * (tests/test_store_pg.c has the PostgreSQL ones). */
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
@@ -10,16 +16,42 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <libpq-fe.h>
 #include "index/store.h"
 #include "test.h"
 
 static char g_err[512];
 
-/* A fresh directory under MMRAG_TMP for one case. */
+/* PostgreSQL mode (see the header): the database URL, or NULL for SQLite. */
+static const char *pg_url(void) {
+    const char *u = getenv("MMRAG_STORE_URL");
+    return u && *u ? u : NULL;
+}
+
+/* Cases about SQLite's own file; not run on PostgreSQL. */
+static int sqlite_only(const char *name) {
+    static const char *const names[] = {"schema_and_migrations", "disk_full_rolls_back",
+        "readonly_database", "chunk_lines_corrupt_blob_is_absent", "chunk_lines_v1_database_migrates", NULL};
+    for (int i = 0; names[i]; i++) if (!strcmp(name, names[i])) return 1;
+    return 0;
+}
+static int case_filter(const char *name) { return !(pg_url() && sqlite_only(name)); }
+__attribute__((constructor(200))) static void set_filter(void) { test_case_filter = case_filter; }
+
+/* A fresh directory under MMRAG_TMP for one case (a fresh collection in PostgreSQL mode). */
 static const char *fresh_dir(const char *name) {
     static char buf[8][512];
     static int slot;
     char *d = buf[slot++ % 8];
+    if (pg_url()) {
+        char coll[96];
+        int k = snprintf(coll, sizeof coll, "t%d_", (int)getpid());
+        for (const char *p = name; *p && k < 80; p++)
+            coll[k++] = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ? *p : '_';
+        coll[k] = 0;
+        snprintf(d, 512, "%s%scollection=%s", pg_url(), strchr(pg_url(), '?') ? "&" : "?", coll);
+        return d;
+    }
     snprintf(d, 512, "%s/store-%d-%s", test_env("MMRAG_TMP", "/tmp"), (int)getpid(), name);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", d);
@@ -81,7 +113,32 @@ static int add_doc(store *s, unsigned seed, const char *path, int pages, int per
     return store_doc_commit(s, id, replaced);
 }
 
+/* A connection to the collection `url` names, its schema first on the search path. */
+static PGconn *pg_connect(const char *url) {
+    char base[512], coll[96] = "default";
+    snprintf(base, sizeof base, "%s", url);
+    char *q = strstr(base, "collection=");
+    if (q) {
+        snprintf(coll, sizeof coll, "%s", q + 11);
+        q[-1] = 0;
+    }
+    PGconn *c = PQconnectdb(base);
+    char sql[160];
+    snprintf(sql, sizeof sql, "SET search_path TO \"mmrag_%s\", public", coll);
+    PQclear(PQexec(c, sql));
+    return c;
+}
+
 static int64_t count_sql(const char *dir, const char *sql) {
+    if (pg_url()) {
+        PGconn *c = pg_connect(dir);
+        PGresult *r = PQexec(c, sql);
+        int64_t n = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : -1;
+        if (n < 0) fprintf(stderr, "  pg: %s: %s", sql, PQerrorMessage(c));
+        PQclear(r);
+        PQfinish(c);
+        return n;
+    }
     char path[600];
     snprintf(path, sizeof path, "%s/mmrag.db", dir);
     sqlite3 *db;
@@ -106,8 +163,13 @@ static int exec_sql(const char *dir, const char *sql) {
     return rc;
 }
 
-/* FTS5 index matches its content table (external-content consistency). */
+/* FTS5 index matches its content table (external-content consistency); on PostgreSQL
+ * every chunk's stored tsvector is the one its text and section make. */
 static int fts_ok(const char *dir) {
+    if (pg_url())
+        return count_sql(dir, "SELECT count(*) FROM chunks WHERE tsv IS DISTINCT FROM"
+                              " (setweight(to_tsvector('english', section), 'B') ||"
+                              " setweight(to_tsvector('english', text), 'A'))") == 0;
     return exec_sql(dir, "INSERT INTO chunks_fts(chunks_fts, rank) VALUES('integrity-check', 1)") == SQLITE_OK &&
            count_sql(dir, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check != 'ok'") == 0;
 }
@@ -402,7 +464,8 @@ TEST(cascade_delete) {
     store_hits_free(h, n);
     store_close(s);
     CHECK(fts_ok(d));
-    CHECK(count_sql(d, "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'seed1'") == 0);
+    CHECK(count_sql(d, pg_url() ? "SELECT count(*) FROM chunks WHERE tsv @@ to_tsquery('seed1')"
+                                : "SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH 'seed1'") == 0);
 }
 
 TEST(fts_hostile_queries_never_error) {
@@ -846,7 +909,8 @@ TEST(chunk_lines_roundtrip) {
     store_close(s);
     /* the blob layout store.h documents: 24-byte little-endian records */
     CHECK(count_sql(d, "SELECT length(lines) FROM chunks WHERE lines IS NOT NULL") == 72);
-    CHECK(count_sql(d, "SELECT count(*) FROM chunks WHERE lines IS NOT NULL AND"
+    CHECK(count_sql(d, pg_url() ? "SELECT count(*) FROM chunks WHERE lines IS NOT NULL AND upper(encode(substr(lines, 1, 24),"
+                          " 'hex')) = '00000000120000000000803ECDCCCC3D0000403F8FC2F53D'" : "SELECT count(*) FROM chunks WHERE lines IS NOT NULL AND"
                        " substr(hex(lines), 1, 48) = '00000000120000000000803ECDCCCC3D0000403F8FC2F53D'") == 1);
     CHECK(count_sql(d, "SELECT count(*) FROM chunks WHERE lines IS NULL") == 1);
     CHECK(fts_ok(d));
