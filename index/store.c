@@ -470,3 +470,51 @@ int store_generation(store *s, int64_t *gen) {
     if (rc == STORE_OK) *gen = strtoll(buf, NULL, 10);
     return rc;
 }
+
+/* ---- the ingest queue: the shared store's (store_pg_jobs.c) ---- */
+static int no_queue(store *s) {
+    return store_set_err(s, STORE_ERR_STATE, "the ingest queue needs the shared store"
+                         " (--db postgres://...)");
+}
+int store_file_put(store *s, const char *sha256, const void *pdf, size_t len) {
+    if (!s) return STORE_ERR_ARG;
+    STORE_ROUTE_PG(s, pg_file_put(s, sha256, pdf, len));
+    return no_queue(s);
+}
+int store_file_get(store *s, const char *sha256, uint8_t **pdf, size_t *len) {
+    if (!s) return STORE_ERR_ARG;
+    STORE_ROUTE_PG(s, pg_file_get(s, sha256, pdf, len));
+    return no_queue(s);
+}
+int store_job_submit(store *s, const char *sha256, const char *name, int64_t *job_id) {
+    if (!s) return STORE_ERR_ARG;
+    STORE_ROUTE_PG(s, pg_job_submit(s, sha256, name, job_id));
+    return no_queue(s);
+}
+int store_job_claim(store *s, const char *worker, int32_t lease_s, int64_t only_id,
+                    store_job *out) {
+    if (!s) return STORE_ERR_ARG;
+    STORE_ROUTE_PG(s, pg_job_claim(s, worker, lease_s, only_id, out));
+    return no_queue(s);
+}
+int store_job_renew(store *s, int64_t id, const char *worker, int32_t lease_s,
+                    int32_t pages_done, int32_t pages) {
+    if (!s) return STORE_ERR_ARG;
+    STORE_ROUTE_PG(s, pg_job_renew(s, id, worker, lease_s, pages_done, pages));
+    return no_queue(s);
+}
+int store_job_finish(store *s, int64_t id, const char *worker, int64_t doc, const char *error) {
+    if (!s) return STORE_ERR_ARG;
+    STORE_ROUTE_PG(s, pg_job_finish(s, id, worker, doc, error));
+    return no_queue(s);
+}
+int store_job_get(store *s, int64_t id, store_job *out) {
+    if (!s) return STORE_ERR_ARG;
+    STORE_ROUTE_PG(s, pg_job_get(s, id, out));
+    return no_queue(s);
+}
+int store_job_counts(store *s, int64_t *queued, int64_t *running) {
+    if (!s) return STORE_ERR_ARG;
+    STORE_ROUTE_PG(s, pg_job_counts(s, queued, running));
+    return no_queue(s);
+}

@@ -354,6 +354,47 @@ int store_chunks_without_sentvecs(store *s, const char *model, int64_t after_id,
                                   store_todo **items, int32_t *n);
 int store_sentvecs_count(store *s, const char *model, int64_t *count);
 
+/* ---- the ingest queue (shared store only) ------------------------------------------
+ * Any number of processes submit PDFs and claim jobs; a claim is a lease that the worker
+ * renews while it works (store_job_renew) and that another worker may take over once it
+ * has run out (the worker died): the document transaction means nothing partial was left,
+ * and a document committed just before the death is found by its sha256 (EXISTS).
+ * A job whose lease ran out STORE_JOB_MAX_ATTEMPTS times fails. On the embedded store
+ * these return STORE_ERR_STATE (the server keeps its own queue there). */
+#define STORE_JOB_MAX_ATTEMPTS 3
+typedef struct {
+    int64_t id;
+    char sha256[65];
+    char name[256];            /* the path or client file name it was submitted under */
+    char state[12];            /* "queued", "running", "done", "failed" */
+    char worker[64];
+    int32_t attempts, pages, pages_done;
+    int64_t doc;               /* the document, when done */
+    int64_t created_at, updated_at;   /* unix seconds */
+    char error[512];
+} store_job;
+/* Keep the PDF bytes under their sha256 (a no-op when already kept). */
+int store_file_put(store *s, const char *sha256, const void *pdf, size_t len);
+/* The kept bytes (malloc'd) of sha256; NOTFOUND when none. */
+int store_file_get(store *s, const char *sha256, uint8_t **pdf, size_t *len);
+/* Queue the kept file sha256 under `name`. A job for the same file already queued or
+ * running gives STORE_EXISTS and its id (the file is ingested once). */
+int store_job_submit(store *s, const char *sha256, const char *name, int64_t *job_id);
+/* Take the oldest queued job (or one whose lease ran out) for `worker` with a lease of
+ * lease_s seconds; only_id > 0: that job only. STORE_ERR_NOTFOUND when there is none. */
+int store_job_claim(store *s, const char *worker, int32_t lease_s, int64_t only_id,
+                    store_job *out);
+/* Extend the lease and record progress. STORE_ERR_NOTFOUND when the job is no longer
+ * this worker's (its lease ran out and another took it): stop working on it. */
+int store_job_renew(store *s, int64_t id, const char *worker, int32_t lease_s,
+                    int32_t pages_done, int32_t pages);
+/* End a job: done with `doc` (error NULL) or failed with the message. NOTFOUND when it is
+ * no longer this worker's. */
+int store_job_finish(store *s, int64_t id, const char *worker, int64_t doc, const char *error);
+int store_job_get(store *s, int64_t id, store_job *out);
+/* Jobs queued and running now. */
+int store_job_counts(store *s, int64_t *queued, int64_t *running);
+
 /* Totals for status displays. */
 typedef struct { int64_t docs, pages, images, chunks, vectors; } store_counts;
 int store_counts_get(store *s, store_counts *c);

@@ -114,5 +114,14 @@ int pg_sentvecs_best(store *s, const char *model, const float *q, int32_t dim,
                      const int64_t *ids, int32_t n, float *best);
 int pg_sentvecs_count(store *s, const char *model, int64_t *count);
 int pg_counts_get(store *s, store_counts *c);
+int pg_file_put(store *s, const char *sha256, const void *pdf, size_t len);
+int pg_file_get(store *s, const char *sha256, uint8_t **pdf, size_t *len);
+int pg_job_submit(store *s, const char *sha256, const char *name, int64_t *job_id);
+int pg_job_claim(store *s, const char *worker, int32_t lease_s, int64_t only_id, store_job *out);
+int pg_job_renew(store *s, int64_t id, const char *worker, int32_t lease_s, int32_t pages_done,
+                 int32_t pages);
+int pg_job_finish(store *s, int64_t id, const char *worker, int64_t doc, const char *error);
+int pg_job_get(store *s, int64_t id, store_job *out);
+int pg_job_counts(store *s, int64_t *queued, int64_t *running);
 enum { STORE_TODO_CHUNKS, STORE_TODO_IMAGES, STORE_TODO_SENTENCES };
 #endif

@@ -168,9 +168,13 @@ static const char *const pg_migrations[] = {
     "CREATE TABLE sentence_vectors(chunk_id bigint NOT NULL REFERENCES chunks(id)"
     " ON DELETE CASCADE, model text NOT NULL, doc bigint NOT NULL, dim int NOT NULL,"
     " n int NOT NULL, blob bytea NOT NULL, PRIMARY KEY(chunk_id, model));"
-    /* the ingest queue (store_job_*): the PDF travels in the row */
-    "CREATE TABLE jobs(id bigserial PRIMARY KEY, sha256 text NOT NULL, name text NOT NULL,"
-    " pdf bytea NOT NULL, bytes bigint NOT NULL,"
+    /* the original PDFs (uploads and queued files; page renders read them back) */
+    "CREATE TABLE files(sha256 text PRIMARY KEY, pdf bytea NOT NULL, bytes bigint NOT NULL,"
+    " created_at timestamptz NOT NULL DEFAULT now());"
+    /* the ingest queue (store_job_*) */
+    "CREATE TABLE jobs(id bigserial PRIMARY KEY, sha256 text NOT NULL REFERENCES files(sha256)"
+    " ON DELETE CASCADE,"
+    " name text NOT NULL,"
     " state text NOT NULL DEFAULT 'queued' CHECK(state IN ('queued','running','done','failed')),"
     " attempts int NOT NULL DEFAULT 0, worker text, lease_until timestamptz, doc bigint,"
     " pages int NOT NULL DEFAULT 0, pages_done int NOT NULL DEFAULT 0, error text,"

@@ -282,9 +282,14 @@ int pg_doc_delete(store *s, int64_t id) {
     if ((rc = pg_bump_generation(s))) goto fail;
     pg_args a = {0};
     pga_int(&a, id);
-    PGresult *r = pg_run(s, "DELETE FROM documents WHERE id=$1", &a, "delete document", &rc);
+    /* its kept PDF goes too, unless a job is about to ingest the same file again */
+    PGresult *r = pg_run(s, "WITH d AS (DELETE FROM documents WHERE id=$1 RETURNING sha256),"
+                            " f AS (DELETE FROM files WHERE sha256 IN (SELECT sha256 FROM d)"
+                            " AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.sha256 = files.sha256"
+                            " AND j.state IN ('queued','running'))) SELECT count(*) FROM d",
+                         &a, "delete document", &rc);
     if (!r) goto fail;
-    int gone = atoi(PQcmdTuples(r));
+    int gone = atoi(PQgetvalue(r, 0, 0));
     PQclear(r);
     if (!gone) {
         rc = store_set_err(s, STORE_ERR_NOTFOUND, "no document with id %lld", (long long)id);

@@ -34,6 +34,7 @@ int cli_ask(int argc, char **argv);     /* api/cli/cli_ask.c (RAG answer with ci
 int cli_eval_niah(int argc, char **argv); /* api/cli/cli_niah.c (`eval niah`, hooked from cli_eval) */
 int cli_serve(int argc, char **argv);   /* api/cli/cli_serve.c (REST server) */
 int cli_compact(int argc, char **argv); /* api/cli/cli_compact.c (vector indexes) */
+int cli_worker(int argc, char **argv);  /* api/cli/cli_worker.c (shared ingest queue) */
 int cli_eval(int argc, char **argv);    /* api/cli/cli_eval.c (eval retrieval) */
 int cli_locate(int argc, char **argv);   /* api/cli/cli_locate.c (VPE region localization) */
 int cli_eval_vpe(int argc, char **argv);

@@ -16,15 +16,20 @@
 #include "api/cli/cli.h"
 #include "api/core/embed.h"
 #include "api/core/pipeline.h"
+#include "api/core/worker.h"
 #include "vision/textenc.h"
 
 static const char usage[] =
     "usage: mmrag index PATH... [--db DIR] [--jobs N] [--no-ocr] [--no-embed] [--json]\n"
     "                   [--timeout S] [--mem-limit MB] [--cpu-limit S] [--no-isolate]\n"
-    "                   [--precision fp32|int8]\n"
+    "                   [--precision fp32|int8] [--no-wait]\n"
     "  Index PDF files and folders (recursive: *.pdf and files starting with %PDF).\n"
     "  Unchanged files are skipped; a changed file replaces its old version.\n"
-    "  --db DIR     collection directory (default $MMRAG_DB or ./.mmrag)\n"
+    "  --db DIR     collection directory (default $MMRAG_DB or ./.mmrag), or a shared\n"
+    "               collection postgres://USER@HOST:PORT/DB[?collection=NAME]: each file's\n"
+    "               bytes and an ingest job go into the database and this command works\n"
+    "               the jobs (with any `mmrag worker` that takes some of them)\n"
+    "  --no-wait    shared collection: only queue the files for the workers\n"
     "  --jobs N     documents parsed in parallel (default: CPUs, at most 8)\n"
     "  --no-ocr     do not OCR pages without a text layer\n"
     "  --no-embed   skip the embedding pass (chunks are then embedded on first search)\n"
@@ -67,9 +72,11 @@ static void strvec_free(strvec *sv) {
     free(sv->v);
 }
 
+enum { JOB_QUEUED = 98 };   /* --no-wait: left in the shared queue for the workers */
 typedef struct {
     const char *path;
-    int rc;                  /* pipeline_status, or 99 = not started */
+    int rc;                  /* pipeline_status, 99 = not started, JOB_QUEUED */
+    int64_t job_id;          /* its job in a shared collection's queue, or 0 */
     pipeline_result res;
     char err[1024];
 } job;
@@ -77,11 +84,11 @@ typedef struct {
 typedef struct {
     pthread_mutex_t mu;
     job *jobs;
-    int n_jobs, next, done;
+    int n_jobs, next, done, threads;
     int stop;                /* a database error: do not start more */
     const char *db;
     pipeline_options popt;
-    int tty, json;
+    int tty, json, no_wait;
     int64_t pages_done;      /* over finished and running documents */
     double t0, last_draw, embed_t0;
     /* collection-phase failures, for the JSON report */
@@ -197,6 +204,60 @@ static int on_page(void *user, int32_t page, int32_t pages) {
     return interrupted;
 }
 
+static int queue_page(void *user, const store_job *job, int32_t done, int32_t pages) {
+    (void)job;
+    return on_page(user, done, pages);
+}
+
+/* On the shared store a file goes through the ingest queue (api/core/worker.h): its bytes
+ * and a job into the database, then this thread runs that job, unless another worker
+ * (`mmrag worker`, a server) took it first: then it waits for that one to end.
+ * Returns a pipeline_status like pipeline_index_file. */
+static int queue_index(ctx *c, store *s, job *j, prog *p, int thread) {
+    char abs[PATH_MAX];
+    const char *name = realpath(j->path, abs) ? abs : j->path;
+    int64_t id = 0;
+    int rc = worker_submit_file(s, j->path, name, &id, j->err, sizeof j->err);
+    if (rc < 0) {
+        j->res.store_rc = rc;
+        return rc == STORE_ERR_IO ? PIPELINE_ERR_INPUT : PIPELINE_ERR_STORE;
+    }
+    j->job_id = id;
+    if (c->no_wait) return JOB_QUEUED;
+    worker_opts o;
+    worker_opts_default(&o, c->db);
+    snprintf(o.id + strlen(o.id), sizeof o.id - strlen(o.id), ":index%d", thread);
+    o.pipeline = c->popt;
+    o.on_page = queue_page;
+    o.user = p;
+    store_job jb;
+    int prc = PIPELINE_ABORTED;
+    rc = store_job_claim(s, o.id, o.lease_s, id, &jb);
+    if (rc == STORE_OK) {
+        if (worker_run_job(s, &o, &jb, &j->res, &prc, j->err, sizeof j->err) < 0)
+            return interrupted ? PIPELINE_ABORTED : PIPELINE_ERR_STORE;
+        if (!strcmp(jb.state, "failed")) snprintf(j->err, sizeof j->err, "%s", jb.error);
+        return prc;
+    }
+    if (rc != STORE_ERR_NOTFOUND) {
+        snprintf(j->err, sizeof j->err, "%s: %s", j->path, store_errmsg(s));
+        return PIPELINE_ERR_STORE;
+    }
+    /* another worker has it: wait for its end */
+    while (!interrupted && (rc = store_job_get(s, id, &jb)) == STORE_OK &&
+           strcmp(jb.state, "done") && strcmp(jb.state, "failed"))
+        usleep(200 * 1000);
+    if (interrupted) return PIPELINE_ABORTED;
+    if (rc) { snprintf(j->err, sizeof j->err, "%s: %s", j->path, store_errmsg(s)); return PIPELINE_ERR_STORE; }
+    if (!strcmp(jb.state, "failed")) {
+        snprintf(j->err, sizeof j->err, "%s", jb.error);
+        return PIPELINE_ERR_INPUT;
+    }
+    j->res.doc_id = jb.doc;
+    j->res.pages = jb.pages;
+    return PIPELINE_EXISTS;   /* indexed by another worker */
+}
+
 /* Report one finished document. Caller holds c->mu. */
 static void report(ctx *c, job *j) {
     clear_bar(c);
@@ -206,7 +267,9 @@ static void report(ctx *c, job *j) {
     } else if (j->rc < 0) {
         cli_err("%s", j->err);
     } else if (!c->json) {
-        if (j->rc == PIPELINE_EXISTS)
+        if (j->rc == JOB_QUEUED)
+            printf("queued    job %-4lld %s\n", (long long)j->job_id, j->path);
+        else if (j->rc == PIPELINE_EXISTS)
             printf("unchanged doc %-4lld %s\n", (long long)r->doc_id, j->path);
         else {
             printf("%s doc %-4lld %4d pages %5d chunks %4d images %7.2f s  %s", r->replaced_id ? "replaced " : "indexed  ",
@@ -221,6 +284,9 @@ static void report(ctx *c, job *j) {
 
 static void *worker(void *arg) {
     ctx *c = arg;
+    pthread_mutex_lock(&c->mu);
+    int thread = c->threads++;
+    pthread_mutex_unlock(&c->mu);
     store *s = NULL;
     char err[512] = "";
     store_options so;
@@ -236,6 +302,8 @@ static void *worker(void *arg) {
             j->rc = PIPELINE_ERR_STORE;
             j->res.store_rc = orc;
             snprintf(j->err, sizeof j->err, "%s: %s", j->path, err);
+        } else if (store_is_shared(s)) {
+            j->rc = queue_index(c, s, j, &p, thread);
         } else {
             j->rc = pipeline_index_file(s, j->path, &c->popt, on_page, &p, &j->res, j->err, sizeof j->err);
         }
@@ -324,14 +392,14 @@ int cli_index(int argc, char **argv) {
         {"no-embed", no_argument, 0, 'E'}, {"models", required_argument, 0, 'm'},
         {"timeout", required_argument, 0, 'T'}, {"mem-limit", required_argument, 0, 'M'},
         {"cpu-limit", required_argument, 0, 'C'}, {"no-isolate", no_argument, 0, 'I'},
-        {"precision", required_argument, 0, 'P'},
+        {"precision", required_argument, 0, 'P'}, {"no-wait", no_argument, 0, 'W'},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     const char *db = NULL, *models = NULL;
     textenc_precision prec;
     isolate_limits lim;
     isolate_limits_default(&lim);
     lim.worker_exe = "/proc/self/exe";   /* this binary's ingest-worker command */
-    int embed = 1;
+    int embed = 1, no_wait = 0;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int jobs = ncpu > 8 ? 8 : ncpu < 1 ? 1 : (int)ncpu, json = 0, ocr = 1, o;
     optind = 0;
@@ -347,6 +415,7 @@ int cli_index(int argc, char **argv) {
         case 'M': if (cli_parse_int("--mem-limit", optarg, 0, 1 << 24, &lim.mem_mb)) return CLI_USAGE; break;
         case 'C': if (cli_parse_int("--cpu-limit", optarg, 0, 86400 * 7, &lim.cpu_s)) return CLI_USAGE; break;
         case 'I': lim.enabled = 0; break;
+        case 'W': no_wait = 1; break;
         case 'P':
             if (textenc_precision_parse(optarg, &prec))
                 return cli_usage_error(usage, "index: --precision must be fp32 or int8");
@@ -363,7 +432,9 @@ int cli_index(int argc, char **argv) {
 
     /* Tesseract's OpenMP would oversubscribe the cores with several OCR workers. */
     setenv("OMP_THREAD_LIMIT", "1", 0);
-    ctx c = {.db = cli_db_dir(db), .json = json, .tty = isatty(2)};
+    ctx c = {.db = cli_db_dir(db), .json = json, .tty = isatty(2), .no_wait = no_wait};
+    if (no_wait && !store_is_url(c.db))
+        return cli_usage_error(usage, "index: --no-wait needs a shared collection (postgres://...)");
     pthread_mutex_init(&c.mu, NULL);
     pipeline_options_default(&c.popt);
     c.popt.ingest.ocr = ocr;
@@ -414,16 +485,17 @@ int cli_index(int argc, char **argv) {
 
     embed_counts emb = {0};
     double emb_s = 0;
-    if (embed && !interrupted) embed_step(&c, models, &emb, &emb_s); /* Ctrl-C stops it */
+    if (embed && !interrupted && !no_wait) embed_step(&c, models, &emb, &emb_s); /* Ctrl-C stops it */
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
 
-    int n_ok = 0, n_same = 0, n_rep = 0, n_fail = c.bad_paths.n, n_skip = 0, dberr = 0;
+    int n_ok = 0, n_same = 0, n_rep = 0, n_fail = c.bad_paths.n, n_skip = 0, dberr = 0, n_queued = 0;
     int64_t pages = 0;
     for (int i = 0; i < files.n; i++) {
         job *j = &c.jobs[i];
         if (j->rc == PIPELINE_OK) { n_ok++; pages += j->res.pages; n_rep += j->res.replaced_id != 0; }
         else if (j->rc == PIPELINE_EXISTS) n_same++;
+        else if (j->rc == JOB_QUEUED) n_queued++;
         else if (j->rc == 99 || j->rc == PIPELINE_ABORTED) n_skip++;
         else { n_fail++; dberr |= j->rc == PIPELINE_ERR_STORE; }
     }
@@ -443,6 +515,7 @@ int cli_index(int argc, char **argv) {
                                  "seconds", emb_s, "texts_encoded", (json_int_t)emb.encoded,
                                  "texts_reused", (json_int_t)emb.reused));
     } else {
+        if (n_queued) printf("%d queued for the workers (`mmrag worker --db ...`)\n", n_queued);
         printf("%d indexed, %d unchanged, %d failed%s; %lld pages in %.2f s (%.1f pages/s)\n", n_ok,
                n_same, n_fail, !n_skip ? "" : interrupted ? " (interrupted: others not indexed)"
                                                           : " (others skipped after a database error)",

@@ -13,6 +13,7 @@ static const cli_command commands[] = {
     {"rm", cli_rm, "delete documents"},
     {"ask", cli_ask, "answer a question from the collection with the local LM, citing [n] -> page, box"},
     {"search", cli_search, "fused search (text vectors + image vectors + BM25) with citations"},
+    {"worker", cli_worker, "take ingest jobs from a shared (postgres://) collection's queue"},
     {"compact", cli_compact, "rebuild the vector indexes without deleted entries"},
     {"eval", cli_eval, "evaluate: eval retrieval QUESTIONS.json (recall, MRR, nDCG, ablation)"},
     {"locate", cli_locate, "find the region a description points at (VPE): page, box, confidence"},
