@@ -115,10 +115,12 @@ static int show_citations(store *s, const answer_result *a, const char *target, 
         if (is_dir) snprintf(out, sizeof out, "%s/doc%lld-p%d.png", target, (long long)h->doc, h->page);
         else snprintf(out, sizeof out, "%s", target);
         store_doc_row d = {0};
+        char src[4200];
         if (store_doc_get_id(s, h->doc, &d) != STORE_OK || !d.path) {
             cli_err("ask: --show: document %lld is gone from the collection", (long long)h->doc);
             failed++;
-        } else if (render_page_png_file(d.path, h->page, boxes, nb, labels, ASK_SHOW_WIDTH, out,
+        } else if (render_source_pdf(s, d.path, d.sha256, src, sizeof src, err, sizeof err) ||
+                   render_page_png_file(src, h->page, boxes, nb, labels, ASK_SHOW_WIDTH, out,
                                         err, sizeof err)) {
             cli_err("ask: --show: %s, page %d: %s", d.path, h->page, err);
             failed++;

@@ -73,17 +73,17 @@ static int show_check(const char *path, int *is_dir) {
 }
 
 /* Writes the located page with its box; returns 0 or -1 (message printed). */
-static int show_write(const store_doc_row *d, const vpe_result *r, const char *target,
+static int show_write(store *s, const store_doc_row *d, const vpe_result *r, const char *target,
                       int is_dir, char *out, size_t outlen) {
     if (is_dir) snprintf(out, outlen, "%s/locate-doc%lld-p%d.png", target, (long long)d->id, r->page);
     else snprintf(out, outlen, "%s", target);
     float b[4];
     for (int i = 0; i < 4; i++) b[i] = r->box[i] > 0 ? (r->box[i] < 1 ? r->box[i] : 1) : 0;
     const char *label = r->found ? "found" : "best guess";
-    char err[600];
-    if (!d->path || render_page_png_file(d->path, r->page, b, 1, &label, 1000, out, err, sizeof err)) {
-        cli_err("locate: --show: %s, page %d: %s", d->path ? d->path : "?", r->page,
-                d->path ? err : "the document has no source path");
+    char err[600], src[4200];
+    if (render_source_pdf(s, d->path, d->sha256, src, sizeof src, err, sizeof err) ||
+        render_page_png_file(src, r->page, b, 1, &label, 1000, out, err, sizeof err)) {
+        cli_err("locate: --show: %s, page %d: %s", d->path ? d->path : "?", r->page, err);
         return -1;
     }
     return 0;
@@ -159,7 +159,7 @@ int cli_locate(int argc, char **argv) {
     }
     const vpe_result *r = &lr.r;
     char shown[4200] = "";
-    if (show && r->index >= 0 && show_write(&d, r, show, show_dir, shown, sizeof shown)) {
+    if (show && r->index >= 0 && show_write(s, &d, r, show, show_dir, shown, sizeof shown)) {
         rc = CLI_FAIL;
         shown[0] = 0;
     }

@@ -1,6 +1,7 @@
 /* api/core/render.c — a PDF page rendered with Poppler onto a cairo image, boxes drawn on
  * top, encoded as PNG in memory or to a file. See api/core/render.h. */
 #include "api/core/render.h"
+#include "index/store.h"
 
 #include <cairo.h>
 #include <errno.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int render_box_valid(const float b[4]) {
@@ -188,6 +190,49 @@ int render_page_png_file(const char *pdf_path, int page, const float *boxes, int
     if (bad) {
         unlink(tmp);
         snprintf(err, errlen, "cannot write %s: %s", out_path, strerror(e));
+        return -1;
+    }
+    return 0;
+}
+
+int render_source_pdf(store *s, const char *doc_path, const char *sha256, char *buf, size_t len,
+                      char *err, size_t errlen) {
+    if (doc_path && doc_path[0] == '/' && access(doc_path, R_OK) == 0) {
+        snprintf(buf, len, "%s", doc_path);
+        return 0;
+    }
+    if (!store_is_shared(s)) {
+        snprintf(err, errlen, "the document's PDF is not here (%s)", doc_path ? doc_path : "no path");
+        return -1;
+    }
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char dir[1024];
+    if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/mmrag/files", xdg);
+    else snprintf(dir, sizeof dir, "%s/.cache/mmrag/files", home && *home ? home : "/tmp");
+    if (snprintf(buf, len, "%s/%s.pdf", dir, sha256) >= (int)len) {
+        snprintf(err, errlen, "cache path too long");
+        return -1;
+    }
+    if (access(buf, R_OK) == 0) return 0;
+    uint8_t *pdf = NULL;
+    size_t n = 0;
+    if (store_file_get(s, sha256, &pdf, &n) != STORE_OK) {
+        snprintf(err, errlen, "the document's PDF is not kept: %s", store_errmsg(s));
+        return -1;
+    }
+    /* mkdir -p of the cache, then temp + rename: readers never see half a file */
+    for (char *p = dir + 1; *p; p++)
+        if (*p == '/') { *p = 0; mkdir(dir, 0700); *p = '/'; }
+    mkdir(dir, 0700);
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", buf, (int)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    int bad = fd < 0 || write_all(fd, pdf, n);
+    if (fd >= 0 && close(fd)) bad = 1;
+    free(pdf);
+    if (bad || rename(tmp, buf)) {
+        unlink(tmp);
+        snprintf(err, errlen, "cannot write %s: %s", buf, strerror(errno));
         return -1;
     }
     return 0;

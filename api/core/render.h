@@ -44,4 +44,11 @@ int render_page_png(const char *pdf_path, int page, const float *boxes, int n_bo
 int render_page_png_file(const char *pdf_path, int page, const float *boxes, int n_boxes,
                          const char *const *labels, int width_px, const char *out_path,
                          char *err, size_t errlen);
+/* A local path to the PDF of document d for rendering: its own path when readable here,
+ * else (a shared collection indexed on another machine, or an upload) the bytes the store
+ * keeps, written once to $XDG_CACHE_HOME/mmrag/files/<sha256>.pdf. Returns 0 with the path
+ * in buf, or -1 with a message. */
+struct store;
+int render_source_pdf(struct store *s, const char *doc_path, const char *sha256, char *buf,
+                      size_t len, char *err, size_t errlen);
 #endif

@@ -159,7 +159,9 @@ int worker_run_job(store *s, const worker_opts *o, store_job *job, pipeline_resu
     pthread_mutex_destroy(&b.mu);
     if (run) return -1;
     int failed = !strcmp(job->state, "failed");
-    rc = store_job_finish(s, job->id, o->id, failed ? 0 : job->doc, failed ? job->error : NULL);
+    job->pages = job->pages_done = res->pages;
+    rc = store_job_renew(s, job->id, o->id, o->lease_s, res->pages, res->pages);   /* its size */
+    if (!rc) rc = store_job_finish(s, job->id, o->id, failed ? 0 : job->doc, failed ? job->error : NULL);
     if (rc == STORE_ERR_NOTFOUND) {   /* taken over meanwhile: the other worker ends it */
         snprintf(err, errlen, "job %lld: taken over by another worker", (long long)job->id);
         return -1;

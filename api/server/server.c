@@ -72,6 +72,7 @@ static srv_coll *coll_new(const char *name, const char *dir) {
     if (!c) return NULL;
     snprintf(c->name, sizeof c->name, "%s", name);
     snprintf(c->dir, sizeof c->dir, "%s", dir);
+    c->shared = store_is_url(dir);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     return c;
@@ -659,7 +660,7 @@ static srv_coll *find_or_add_coll(srv_server *s, const char *name) {
     for (int i = 0; i < s->n_colls; i++)
         if (!strcmp(s->colls[i]->name, name)) return s->colls[i];
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s/%s", s->cfg.db, name);
+    if (store_collection_db(s->cfg.db, name, dir, sizeof dir)) return NULL;
     srv_coll **nc = realloc(s->colls, (size_t)(s->n_colls + 1) * sizeof *nc);
     if (!nc) return NULL;
     s->colls = nc;
@@ -701,7 +702,12 @@ static int load_keys(srv_server *s, const char *path, char *err, size_t errlen) 
         memset(&s->keys[s->n_keys], 0, sizeof s->keys[s->n_keys]);
         memcpy(s->keys[s->n_keys].key, key, strlen(key));   /* length checked above */
         s->keys[s->n_keys].coll = find_or_add_coll(s, coll);
-        if (!s->keys[s->n_keys].coll) { rc = -1; snprintf(err, errlen, "out of memory"); break; }
+        if (!s->keys[s->n_keys].coll) {
+            rc = -1;
+            snprintf(err, errlen, store_is_url(s->cfg.db) ? "--keys %s:%d: a collection on PostgreSQL"
+                     " is named with 1-48 of [a-z0-9_]" : "--keys %s:%d: out of memory", path, ln);
+            break;
+        }
         s->n_keys++;
     }
     fclose(f);
@@ -753,7 +759,7 @@ int srv_start(const srv_config *cfg, srv_server **out, char *err, size_t errlen)
     if (parse_listen(cfg->listen ? cfg->listen : "127.0.0.1:8080", &sa, err, errlen)) goto fail;
     if (cfg->keys_file) {
         if (load_keys(s, cfg->keys_file, err, errlen)) goto fail;
-        if (mkdir(s->cfg.db, 0700) && errno != EEXIST) {
+        if (!store_is_url(s->cfg.db) && mkdir(s->cfg.db, 0700) && errno != EEXIST) {
             snprintf(err, errlen, "--db %s: %s", s->cfg.db, strerror(errno));
             goto fail;
         }

@@ -161,6 +161,9 @@ enum MHD_Result srv_handle_page_png(struct MHD_Connection *c, srv_req *r) {
     store_doc_row d;
     memset(&d, 0, sizeof d);
     int rc = store_doc_get_id(st, id, &d);
+    char src[4200], serr[512];
+    int have_src = rc == STORE_OK && d.pages >= page &&
+                   render_source_pdf(st, d.path, d.sha256, src, sizeof src, serr, sizeof serr) == 0;
     srv_coll_release(r->coll, st);
     if (rc != STORE_OK) {
         store_doc_row_clear(&d);
@@ -170,7 +173,7 @@ enum MHD_Result srv_handle_page_png(struct MHD_Connection *c, srv_req *r) {
         store_doc_row_clear(&d);
         return srv_reply_error(c, r, 404, "not_found", "document has %d pages", d.pages);
     }
-    if (!d.path || d.path[0] != '/') {
+    if (!have_src) {
         store_doc_row_clear(&d);
         return srv_reply_error(c, r, 409, "no_source", "the document's PDF is not kept on the server");
     }
@@ -178,7 +181,7 @@ enum MHD_Result srv_handle_page_png(struct MHD_Connection *c, srv_req *r) {
     size_t len = 0;
     char err[512];
     pthread_mutex_lock(&s->render_mu);
-    int rr = render_page_png(d.path, (int)page, bs ? box : NULL, bs ? 1 : 0, NULL, width, &png,
+    int rr = render_page_png(src, (int)page, bs ? box : NULL, bs ? 1 : 0, NULL, width, &png,
                              &len, err, sizeof err);
     pthread_mutex_unlock(&s->render_mu);
     store_doc_row_clear(&d);

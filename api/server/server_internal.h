@@ -42,7 +42,8 @@ struct store;
 #define SRV_POOL 8
 typedef struct srv_coll {
     char name[72];
-    char dir[4096];
+    char dir[4096];              /* a directory, or a shared collection's postgres:// URL */
+    int shared;                  /* on PostgreSQL: uploads go to the store's job queue */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct store *pool[SRV_POOL];   /* read/write handles, opened lazily */
@@ -116,6 +117,7 @@ struct srv_server {
     uint64_t job_seq;
     uint64_t req_seq;                   /* request ids: a random start, then +1 (atomic) */
     pthread_t *workers; int n_workers;
+    pthread_t *shared_workers; int n_shared_workers;   /* server_shared.c */
     pthread_mutex_t render_mu;          /* Poppler rendering is serialized */
     volatile int stopping;              /* set once on shutdown: workers abort jobs */
     void *query;                        /* server_models.c state */
@@ -215,7 +217,13 @@ enum MHD_Result srv_handle_page_png(struct MHD_Connection *c, srv_req *r);
 
 /* ---- models shared by the query routes (server_models.c) ------------------------------ */
 struct embed_ctx;
-struct embed_ctx *srv_query_embedder(srv_server *s);   /* NULL when no text encoder */
+struct embed_ctx *srv_query_embedder(srv_server *s);
+/* Shared collections (server_shared.c): an upload into the store's queue (202 + job),
+ * a job's status from the store, and the in-process workers that take the queue's jobs. */
+enum MHD_Result srv_upload_shared(struct MHD_Connection *c, srv_req *r, const char *path, size_t bytes);
+enum MHD_Result srv_handle_shared_job(struct MHD_Connection *c, srv_req *r, int64_t id);
+int srv_shared_workers_start(srv_server *s);
+void srv_shared_workers_stop(srv_server *s);   /* NULL when no text encoder */
 int srv_query_init(srv_server *s, char *err, size_t errlen);
 void srv_query_free(srv_server *s);
 /* The region localizer (thread-safe), or NULL with the reason in *why (no text encoder). */

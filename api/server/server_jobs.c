@@ -230,7 +230,9 @@ static void sweep_collection(srv_server *s, srv_coll *c) {
 
 int srv_jobs_start(srv_server *s) {
     pthread_mutex_init(&s->render_mu, NULL);
-    for (int i = 0; i < s->n_colls; i++) sweep_collection(s, s->colls[i]);
+    for (int i = 0; i < s->n_colls; i++)
+        if (!s->colls[i]->shared) sweep_collection(s, s->colls[i]);
+    if (srv_shared_workers_start(s)) return -1;
     s->workers = calloc((size_t)s->cfg.ingest_workers, sizeof *s->workers);
     if (!s->workers) return -1;
     for (int i = 0; i < s->cfg.ingest_workers; i++) {
@@ -248,6 +250,7 @@ void srv_jobs_stop(srv_server *s) {
     pthread_mutex_unlock(&s->qmu);
     for (int i = 0; i < s->n_workers; i++) pthread_join(s->workers[i], NULL);
     s->n_workers = 0;
+    srv_shared_workers_stop(s);
     /* Jobs never started: cancelled here, kept with their markers for the next start. */
     for (srv_job *j = s->q_head; j; j = j->next_q) j->state = JOB_CANCELLED;
     s->q_head = s->q_tail = NULL;
@@ -270,6 +273,12 @@ void srv_jobs_trim(srv_server *s) {
 enum MHD_Result srv_handle_job(struct MHD_Connection *c, srv_req *r) {
     srv_server *s = r->srv;
     const char *id = r->segs[2];
+    if (r->coll->shared) {   /* "pg-N": a job of the store's queue */
+        char *end;
+        long long n = !strncmp(id, "pg-", 3) ? strtoll(id + 3, &end, 10) : 0;
+        if (n <= 0 || *end) return srv_reply_error(c, r, 404, "not_found", "no such job");
+        return srv_handle_shared_job(c, r, n);
+    }
     json_t *o = NULL;
     pthread_mutex_lock(&s->qmu);
     for (int i = 0; i < s->n_jobs; i++)

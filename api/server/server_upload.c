@@ -86,12 +86,16 @@ int srv_upload_begin(srv_req *r, struct MHD_Connection *c, char *err, size_t err
         return 415;
     }
     char dir[4200];
-    snprintf(dir, sizeof dir, "%s/uploads", r->coll->dir);
-    if (mkdir_p1(r->coll->dir) || mkdir_p1(dir)) {
+    /* a shared collection's upload is spooled in the temp folder until it is in the store */
+    const char *tmp = getenv("TMPDIR");
+    if (r->coll->shared) snprintf(dir, sizeof dir, "%s", tmp && *tmp ? tmp : "/tmp");
+    else snprintf(dir, sizeof dir, "%s/uploads", r->coll->dir);
+    if (!r->coll->shared && (mkdir_p1(r->coll->dir) || mkdir_p1(dir))) {
         snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
         return 500;
     }
-    if (snprintf(r->up_path, sizeof r->up_path, "%s/up-XXXXXX", dir) >= (int)sizeof r->up_path) {
+    if (snprintf(r->up_path, sizeof r->up_path, "%s/%sup-XXXXXX", dir,
+                 r->coll->shared ? "mmrag-" : "") >= (int)sizeof r->up_path) {
         snprintf(err, errlen, "database path too long");
         r->up_path[0] = 0;
         return 500;
@@ -185,6 +189,7 @@ enum MHD_Result srv_handle_upload(struct MHD_Connection *c, srv_req *r) {
     close(r->up_fd);
     r->up_fd = -1;
     char sha[65], err[256] = "";
+    if (r->coll->shared) return srv_upload_shared(c, r, r->up_path, (size_t)r->up_bytes);
     if (ingest_file_sha256(r->up_path, sha, err, sizeof err))
         return srv_reply_error(c, r, 500, "internal", "%s", err);
 
