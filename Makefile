@@ -77,7 +77,7 @@ all: $(BUILD)/mmrag $(BUILD)/libmmrag.a $(BUILD)/libmmrag.so $(EXAMPLE_BIN)
 
 help:
 	@sed -n 's/^#   //p' Makefile
-	@echo "  make deps | models | models-extra | test | demo | bench | eval | check-api | check-llamacpp | clean"
+	@echo "  make deps | models | models-extra | test | demo | bench | bench-pg | eval | check-api | check-llamacpp | clean"
 
 deps:
 	@scripts/deps.sh
@@ -254,6 +254,15 @@ bench: deps-dev
 	@$(MAKE) --no-print-directory all $(BENCH_BIN) $(TOOL_BIN)
 	@scripts/build-llamacpp.sh >/dev/null || echo "bench: llama.cpp baseline could not be built"
 	@scripts/run-bench.sh $(BUILD) $(MODELS) $(BENCH_BIN)
+
+# `make bench-pg [BENCH_PG_N=1000000]` = the shared store alone: pgvector HNSW vs FAISS
+# HNSW on the same 100k (or 1M) vectors, then search throughput with 1/2/4 servers on one
+# PostgreSQL collection (bench/bench_pgvector.c; a throwaway server, torn down after)
+.PHONY: bench-pg
+bench-pg: deps
+	@$(MAKE) --no-print-directory models
+	@$(MAKE) --no-print-directory $(BUILD)/mmrag $(BUILD)/bench/bench_pgvector $(BUILD)/tests/tool_gencorpus
+	@scripts/run-bench.sh $(BUILD) $(MODELS) $(BUILD)/bench/bench_pgvector
 
 # `make bench-index [BENCH_BASE=rev] [ROUNDS=2]` = mmrag index with embeddings of R-intro +
 # R-admin, this tree vs BENCH_BASE built in a worktree, alternating (scripts/bench-index.sh).

@@ -188,6 +188,42 @@ void store_options_default(store_options *o) {
     o->busy_timeout_ms = 30000;
 }
 
+static int is_sha(const char *h) {
+    if (!h || strlen(h) != 64) return 0;
+    for (int i = 0; i < 64; i++)
+        if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f'))) return 0;
+    return 1;
+}
+
+int store_doc_begin_check(store *s, const store_doc_meta *m, int64_t *existing_id) {
+    if (existing_id) *existing_id = 0;
+    if (!m || !is_sha(m->sha256))
+        return store_set_err(s, STORE_ERR_ARG, "document needs a lowercase hex sha256");
+    if (s->doc_open) return store_set_err(s, STORE_ERR_STATE, "a document is already open on this handle");
+    return STORE_OK;
+}
+
+int store_sentvecs_check(store *s, const char *model, int32_t dim, const store_sentvec *rows, int32_t n) {
+    int rc = store_check_space(s, "text", model);
+    if (rc) return rc;
+    if (dim <= 0 || dim > 65536 || n < 0 || (n && !rows))
+        return store_set_err(s, STORE_ERR_ARG, "bad sentence vector batch (dim %d, n %d)", dim, n);
+    for (int32_t i = 0; i < n; i++)
+        if (rows[i].n < 0 || rows[i].n > 4096 || (rows[i].n && !rows[i].v))
+            return store_set_err(s, STORE_ERR_ARG, "sentence vectors %d: bad count or NULL data", i);
+    return STORE_OK;
+}
+
+void store_doc_spec_kind(const char *spec, int *digits, int *hex) {
+    size_t len = strlen(spec);
+    *digits = len <= 18;
+    *hex = len >= 4 && len <= 64;
+    for (size_t i = 0; i < len; i++) {
+        if (!isdigit((unsigned char)spec[i])) *digits = 0;
+        if (!isxdigit((unsigned char)spec[i])) *hex = 0;
+    }
+}
+
 const char *store_errmsg(store *s) { return s ? s->err : "store: no handle"; }
 int store_is_shared(const store *s) { return s && s->pg; }
 int store_is_url(const char *db) { return store_is_pg_url(db); }

@@ -34,6 +34,13 @@ struct store {
 
 /* Set s->err ("store: " + text) and return code. */
 int store_set_err(store *s, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* store_doc_begin's checks before either backend looks for the sha256 (lock held):
+ * a lowercase hex sha256 and no document open; clears *existing_id. */
+int store_doc_begin_check(store *s, const store_doc_meta *m, int64_t *existing_id);
+/* store_sentvecs_put's checks of the model and the batch (lock held). */
+int store_sentvecs_check(store *s, const char *model, int32_t dim, const store_sentvec *rows, int32_t n);
+/* How store_doc_get reads a spec: *digits = could be an id, *hex = a sha256 prefix. */
+void store_doc_spec_kind(const char *spec, int *digits, int *hex);
 /* Map the connection's last SQLite error to a store_status and message "store: what: msg". */
 int store_sql_err(store *s, const char *what);
 /* Map a SQLite result code to a store_status. */

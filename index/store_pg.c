@@ -17,7 +17,9 @@
  *      dimension; each (space, model, dim) gets its own partial HNSW expression index
  *      ((v::vector(dim)) vector_cosine_ops ... WHERE space=.. AND model=..), created the
  *      first time vectors of that kind are written. Searches repeat the same expression
- *      and predicate literally so the planner can use the index.
+ *      and predicate literally so the planner can use the index. Image vectors also keep
+ *      a sign-random-projection code (`lsh`, bit(256)) with its own HNSW bit_hamming_ops
+ *      index: image searches take Hamming candidates and re-score them exactly.
  *   4. A dropped connection (server restart) is reset once and the statement retried,
  *      unless a transaction or a spooled document was open on it (that is lost: the
  *      caller sees an error and the document is not written). */
@@ -162,7 +164,7 @@ static const char *const pg_migrations[] = {
     "CREATE TABLE vectors(owner_kind text NOT NULL CHECK(owner_kind IN ('chunk','image')),"
     " owner_id bigint NOT NULL, space text NOT NULL CHECK(space IN ('text','image')),"
     " model text NOT NULL, doc bigint NOT NULL REFERENCES documents(id) ON DELETE CASCADE,"
-    " dim int NOT NULL, v vector NOT NULL, PRIMARY KEY(owner_kind, owner_id, space, model));"
+    " dim int NOT NULL, v vector NOT NULL, lsh bit varying, PRIMARY KEY(owner_kind, owner_id, space, model));"
     "CREATE INDEX vectors_doc ON vectors(doc);"
     "CREATE INDEX vectors_space ON vectors(space, model, owner_id);"
     "CREATE TABLE sentence_vectors(chunk_id bigint NOT NULL REFERENCES chunks(id)"

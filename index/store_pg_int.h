@@ -30,6 +30,13 @@ int pg_session_setup(store *s);
 /* "[v0,v1,...]" for dim floats (malloc'd), and back; parse gives the count or -1. */
 char *pg_vec_text(const float *v, int32_t dim);
 int32_t pg_vec_parse(const char *t, float *out, int32_t cap);
+/* Image vectors also carry a PG_LSH_BITS-bit sign-random-projection code in a bit(n)
+ * column with an HNSW bit_hamming_ops index: searches take candidates by Hamming
+ * distance and re-score them exactly (the embedded store's LSH + re-score, in SQL). The
+ * hyperplanes are fixed by a seed, so every writer and reader computes the same codes.
+ * pg_lsh_code writes PG_LSH_BITS '0'/'1' characters and a NUL into out. */
+#define PG_LSH_BITS 256
+void pg_lsh_code(const float *v, int32_t dim, char out[PG_LSH_BITS + 1]);
 /* A bytea column of a text-format result, decoded (malloc'd); NULL/0 when SQL NULL. */
 uint8_t *pg_bytea(const PGresult *r, int row, int col, size_t *len);
 #endif

@@ -39,13 +39,20 @@ int pg_job_submit(store *s, const char *sha256, const char *name, int64_t *job_i
     pg_args a = {0};
     pga_text(&a, sha256);
     pga_text(&a, name);
-    int rc;
-    /* the partial unique index makes a second submit of a pending file a no-op */
-    PGresult *r = pg_run(s, "WITH ins AS (INSERT INTO jobs(sha256, name) VALUES($1, $2)"
-                            " ON CONFLICT(sha256) WHERE state IN ('queued','running') DO NOTHING"
-                            " RETURNING id) SELECT id, 1 FROM ins UNION ALL SELECT id, 0 FROM jobs"
-                            " WHERE sha256=$1 AND state IN ('queued','running') AND NOT EXISTS"
-                            " (SELECT 1 FROM ins)", &a, "submit job", &rc);
+    int rc = STORE_OK;
+    PGresult *r = NULL;
+    /* the partial unique index makes a second submit of a pending file a no-op; when a
+     * concurrent submit of the same file committed while this one waited on the index,
+     * the statement's snapshot cannot see that job: a new statement can */
+    for (int tries = 0; tries < 5; tries++) {
+        PQclear(r);
+        r = pg_run(s, "WITH ins AS (INSERT INTO jobs(sha256, name) VALUES($1, $2)"
+                      " ON CONFLICT(sha256) WHERE state IN ('queued','running') DO NOTHING"
+                      " RETURNING id) SELECT id, 1 FROM ins UNION ALL SELECT id, 0 FROM jobs"
+                      " WHERE sha256=$1 AND state IN ('queued','running') AND NOT EXISTS"
+                      " (SELECT 1 FROM ins)", &a, "submit job", &rc);
+        if (!r || PQntuples(r) > 0) break;
+    }
     if (r && PQntuples(r) == 0) rc = store_set_err(s, STORE_ERR_BUSY, "submit job: retry");
     else if (r) {
         if (job_id) *job_id = strtoll(PQgetvalue(r, 0, 0), NULL, 10);

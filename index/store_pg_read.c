@@ -146,17 +146,13 @@ int pg_doc_get(store *s, const char *spec, store_doc_row *out) {
     if (!spec || !*spec) return store_set_err(s, STORE_ERR_ARG, "empty document name");
     STORE_LOCK(s);
     int rc = STORE_OK, cnt = 0;
-    size_t len = strlen(spec);
-    int digits = len <= 18, hex = len >= 4 && len <= 64;
-    for (size_t i = 0; i < len; i++) {
-        if (!isdigit((unsigned char)spec[i])) digits = 0;
-        if (!isxdigit((unsigned char)spec[i])) hex = 0;
-    }
+    int digits, hex;
+    store_doc_spec_kind(spec, &digits, &hex);
     if (digits && (rc = doc_query(s, "d.id=$1::bigint", spec, out, &cnt))) goto out;
     if (!cnt && hex) {
         char pat[80];
         size_t i;
-        for (i = 0; i < len; i++) pat[i] = (char)tolower((unsigned char)spec[i]);
+        for (i = 0; spec[i]; i++) pat[i] = (char)tolower((unsigned char)spec[i]);
         pat[i++] = '%'; pat[i] = 0;
         if ((rc = doc_query(s, "d.sha256 LIKE $1", pat, out, &cnt))) goto out;
         if (cnt > 1) {
@@ -543,20 +539,32 @@ int pg_vectors_knn(store *s, const char *space, const char *model, int32_t owner
     qv = pg_vec_text(q, dim);
     sql = malloc(1024 + strlen(lit ? lit : ""));
     if (!lit || !qv || !sql) { rc = store_set_err(s, STORE_ERR_NOMEM, "out of memory"); goto out; }
-    int32_t ef = k > 1000 ? 1000 : k < 128 ? 128 : k;   /* the beam must hold k hits */
-    if (ef != s->pg_ef) {
+    /* images: Hamming candidates from the LSH index, re-scored exactly (pool as vindex's) */
+    int image = !strcmp(space, "image");
+    int32_t pool = k * 10 > 400 ? k * 10 : 400;
+    int32_t ef = image ? (pool > 1000 ? 1000 : pool) : k > 1000 ? 1000 : k < 128 ? 128 : k;
+    if (ef != s->pg_ef) {   /* the beam must hold the k hits (or the pool) */
         char set[64];
         snprintf(set, sizeof set, "SET hnsw.ef_search = %d", ef);
         if ((rc = pg_exec(s, set, NULL, "set ef_search"))) goto out;
         s->pg_ef = ef;
     }
-    sprintf(sql, "SELECT owner_id, 1 - ((v::vector(%d)) <=> $1::vector(%d)) FROM vectors"
-            " WHERE space = '%s' AND model = %s%s%s%s ORDER BY (v::vector(%d)) <=> $1::vector(%d)"
-            " LIMIT %d", dim, dim, space, lit, owner_kind >= 0 ? " AND owner_kind = '" : "",
-            owner_kind >= 0 ? store_owner_name(owner_kind) : "", owner_kind >= 0 ? "'" : "",
-            dim, dim, k);
+    char owner[64] = "", code[PG_LSH_BITS + 1];
+    if (owner_kind >= 0) snprintf(owner, sizeof owner, " AND owner_kind = '%s'", store_owner_name(owner_kind));
+    if (image) {
+        pg_lsh_code(q, dim, code);
+        sprintf(sql, "SELECT owner_id, s FROM (SELECT owner_id, 1 - ((v::vector(%d)) <=> $1::vector(%d))"
+                " AS s FROM (SELECT owner_id, v FROM vectors WHERE space = 'image' AND model = %s%s"
+                " ORDER BY (lsh::bit(%d)) <~> $2::bit(%d) LIMIT %d) c) d ORDER BY s DESC LIMIT %d",
+                dim, dim, lit, owner, PG_LSH_BITS, PG_LSH_BITS, pool, k);
+    } else {
+        sprintf(sql, "SELECT owner_id, 1 - ((v::vector(%d)) <=> $1::vector(%d)) FROM vectors"
+                " WHERE space = '%s' AND model = %s%s ORDER BY (v::vector(%d)) <=> $1::vector(%d)"
+                " LIMIT %d", dim, dim, space, lit, owner, dim, dim, k);
+    }
     pg_args a = {0};
     pga_text(&a, qv);
+    if (image) pga_text(&a, code);
     PGresult *r = pg_run(s, sql, &a, "vector search", &rc);
     for (int i = 0; r && i < PQntuples(r) && i < k; i++)
         out[(*nout)++] = (store_knn_hit){ival(r, i, 0), fval(r, i, 1)};

@@ -18,6 +18,28 @@ char *pg_vec_text(const float *v, int32_t dim) {
     return t;
 }
 
+static uint64_t splitmix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Hyperplane b has entries +-1 from the bits of splitmix64 words (seeded by b and the
+ * word's index): cheap to regenerate, identical everywhere, no table to ship. */
+void pg_lsh_code(const float *v, int32_t dim, char out[PG_LSH_BITS + 1]) {
+    for (int b = 0; b < PG_LSH_BITS; b++) {
+        double dot = 0;
+        for (int32_t i0 = 0; i0 < dim; i0 += 64) {
+            uint64_t w = splitmix64(((uint64_t)b << 32) ^ (uint64_t)(i0 / 64));
+            for (int32_t i = i0; i < dim && i < i0 + 64; i++, w >>= 1)
+                dot += (w & 1) ? v[i] : -v[i];
+        }
+        out[b] = dot > 0 ? '1' : '0';
+    }
+    out[PG_LSH_BITS] = 0;
+}
+
 static int spool_prepare(store *s) {
     return pg_exec(s,
         "CREATE TEMP TABLE IF NOT EXISTS sp_pages(number int PRIMARY KEY, width_pt real,"
@@ -38,12 +60,6 @@ static void spool_clear(store *s) {
     free(s->doc_title); s->doc_title = NULL;
 }
 
-static int is_sha(const char *h) {
-    if (!h || strlen(h) != 64) return 0;
-    for (int i = 0; i < 64; i++)
-        if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f'))) return 0;
-    return 1;
-}
 
 /* id of the document with this sha256, or 0. */
 static int64_t find_sha(store *s, const char *sha, int *rc) {
@@ -57,16 +73,8 @@ static int64_t find_sha(store *s, const char *sha, int *rc) {
 
 int pg_doc_begin(store *s, const store_doc_meta *m, int64_t *existing_id) {
     STORE_LOCK(s);
-    int rc = STORE_OK;
-    if (existing_id) *existing_id = 0;
-    if (!m || !is_sha(m->sha256)) {
-        rc = store_set_err(s, STORE_ERR_ARG, "document needs a lowercase hex sha256");
-        goto out;
-    }
-    if (s->doc_open) {
-        rc = store_set_err(s, STORE_ERR_STATE, "a document is already open on this handle");
-        goto out;
-    }
+    int rc = store_doc_begin_check(s, m, existing_id);
+    if (rc) goto out;
     int64_t id = find_sha(s, m->sha256, &rc);
     if (rc) goto out;
     if (id) {
@@ -322,21 +330,29 @@ static int ensure_vec_index(store *s, const char *space, const char *model, int3
     snprintf(sql, sizeof sql, "CREATE INDEX IF NOT EXISTS vectors_hnsw_%s_%d_%08x ON vectors USING"
              " hnsw ((v::vector(%d)) vector_cosine_ops) WHERE space = '%s' AND model = %s",
              space, dim, fnv(model), dim, space, lit);
+    char lsh[512] = "";
+    if (!strcmp(space, "image"))
+        snprintf(lsh, sizeof lsh, "CREATE INDEX IF NOT EXISTS vectors_lsh_%s_%d_%08x ON vectors"
+                 " USING hnsw ((lsh::bit(%d)) bit_hamming_ops) WHERE space = '%s' AND model = %s",
+                 space, dim, fnv(model), PG_LSH_BITS, space, lit);
     PQfreemem(lit);
     int rc = pg_tx_begin(s);
     if (!rc) rc = pg_exec(s, "SELECT pg_advisory_xact_lock(hashtext('mmrag-vector-index'))", NULL,
                           "lock vector index");
     if (!rc) rc = pg_exec(s, sql, NULL, "create vector index");
+    if (!rc && *lsh) rc = pg_exec(s, lsh, NULL, "create LSH index");
     if (!rc) rc = pg_tx_commit(s);
     else pg_tx_rollback(s);
     if (!rc) snprintf(s->pg_vec_index, sizeof s->pg_vec_index, "%s", key);
     return rc;
 }
 
-/* One batch as a statement over unnest()ed arrays: ids and vector texts. */
-static char *array_text(const store_vec *vecs, int32_t n, int32_t kind, int32_t dim, int ids) {
+/* One batch as a statement over unnest()ed arrays: ids, vector texts or LSH codes. */
+enum { ARR_IDS, ARR_VECS, ARR_LSH };
+static char *array_text(const store_vec *vecs, int32_t n, int32_t kind, int32_t dim, int what) {
     size_t cap = 16, at = 0;
-    for (int32_t i = 0; i < n; i++) cap += ids ? 24 : (size_t)dim * 16 + 8;
+    for (int32_t i = 0; i < n; i++)
+        cap += what == ARR_IDS ? 24 : what == ARR_LSH ? PG_LSH_BITS + 4 : (size_t)dim * 16 + 8;
     char *t = malloc(cap);
     if (!t) return NULL;
     t[at++] = '{';
@@ -345,7 +361,12 @@ static char *array_text(const store_vec *vecs, int32_t n, int32_t kind, int32_t 
         if (vecs[i].owner_kind != kind) continue;
         if (!first) t[at++] = ',';
         first = 0;
-        if (ids) { at += (size_t)sprintf(t + at, "%lld", (long long)vecs[i].owner_id); continue; }
+        if (what == ARR_IDS) { at += (size_t)sprintf(t + at, "%lld", (long long)vecs[i].owner_id); continue; }
+        if (what == ARR_LSH) {
+            pg_lsh_code(vecs[i].v, dim, t + at);
+            at += PG_LSH_BITS;
+            continue;
+        }
         char *v = pg_vec_text(vecs[i].v, dim);
         if (!v) { free(t); return NULL; }
         at += (size_t)sprintf(t + at, "\"%s\"", v);
@@ -358,15 +379,17 @@ static char *array_text(const store_vec *vecs, int32_t n, int32_t kind, int32_t 
 
 static int put_kind(store *s, const char *space, const char *model, int32_t dim,
                     const store_vec *vecs, int32_t n, int32_t kind, int32_t *w) {
-    char *ids = array_text(vecs, n, kind, dim, 1), *vs = array_text(vecs, n, kind, dim, 0);
+    int image = !strcmp(space, "image");
+    char *ids = array_text(vecs, n, kind, dim, ARR_IDS), *vs = array_text(vecs, n, kind, dim, ARR_VECS);
+    char *codes = image ? array_text(vecs, n, kind, dim, ARR_LSH) : NULL;
     int rc = STORE_OK;
-    if (!ids || !vs) { rc = store_set_err(s, STORE_ERR_NOMEM, "out of memory"); goto out; }
+    if (!ids || !vs || (image && !codes)) { rc = store_set_err(s, STORE_ERR_NOMEM, "out of memory"); goto out; }
     if (!strcmp(ids, "{}")) goto out;
-    char sql[512];
-    snprintf(sql, sizeof sql, "INSERT INTO vectors SELECT '%s', o.id, $3, $4, o.doc, $5, x.v::vector"
-             " FROM unnest($1::bigint[], $2::text[]) AS x(id, v) JOIN %s o ON o.id = x.id"
-             " ON CONFLICT(owner_kind, owner_id, space, model) DO UPDATE SET v = excluded.v,"
-             " dim = excluded.dim", store_owner_name(kind),
+    char sql[640];
+    snprintf(sql, sizeof sql, "INSERT INTO vectors SELECT '%s', o.id, $3, $4, o.doc, $5, x.v::vector,"
+             " x.l::bit varying FROM unnest($1::bigint[], $2::text[], $6::text[]) AS x(id, v, l)"
+             " JOIN %s o ON o.id = x.id ON CONFLICT(owner_kind, owner_id, space, model) DO UPDATE"
+             " SET v = excluded.v, dim = excluded.dim, lsh = excluded.lsh", store_owner_name(kind),
              kind == STORE_OWNER_IMAGE ? "images" : "chunks");
     pg_args a = {0};
     pga_text(&a, ids);
@@ -374,12 +397,14 @@ static int put_kind(store *s, const char *space, const char *model, int32_t dim,
     pga_text(&a, space);
     pga_text(&a, model);
     pga_int(&a, dim);
+    pga_text(&a, codes);   /* NULL: no codes (unnest pads with NULL) */
     PGresult *r = pg_run(s, sql, &a, "write vectors", &rc);
     if (r) *w += atoi(PQcmdTuples(r));
     PQclear(r);
 out:
     free(ids);
     free(vs);
+    free(codes);
     return rc;
 }
 
@@ -419,17 +444,8 @@ int pg_sentvecs_put(store *s, const char *model, int32_t dim, const store_sentve
     if (written) *written = 0;
     STORE_LOCK(s);
     int32_t w = 0;
-    int rc = store_check_space(s, "text", model);
+    int rc = store_sentvecs_check(s, model, dim, rows, n);
     if (rc) goto out;
-    if (dim <= 0 || dim > 65536 || n < 0 || (n && !rows)) {
-        rc = store_set_err(s, STORE_ERR_ARG, "bad sentence vector batch (dim %d, n %d)", dim, n);
-        goto out;
-    }
-    for (int32_t i = 0; i < n; i++)
-        if (rows[i].n < 0 || rows[i].n > 4096 || (rows[i].n && !rows[i].v)) {
-            rc = store_set_err(s, STORE_ERR_ARG, "sentence vectors %d: bad count or NULL data", i);
-            goto out;
-        }
     if (n == 0 || (rc = pg_tx_begin(s))) goto out;
     for (int32_t i = 0; i < n && !rc; i++) {
         pg_args a = {0};

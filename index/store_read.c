@@ -173,17 +173,13 @@ int store_doc_get(store *s, const char *spec, store_doc_row *out) {
     if (!spec || !*spec) return store_set_err(s, STORE_ERR_ARG, "empty document name");
     STORE_LOCK(s);
     int rc = STORE_OK, cnt = 0;
-    size_t len = strlen(spec);
-    int digits = len <= 18, hex = len >= 4 && len <= 64;
-    for (size_t i = 0; i < len; i++) {
-        if (!isdigit((unsigned char)spec[i])) digits = 0;
-        if (!isxdigit((unsigned char)spec[i])) hex = 0;
-    }
+    int digits, hex;
+    store_doc_spec_kind(spec, &digits, &hex);
     if (digits && (rc = doc_query(s, "d.id=?1", NULL, strtoll(spec, NULL, 10), out, &cnt))) goto out;
     if (!cnt && hex) {
         char pat[80];
         size_t i;
-        for (i = 0; i < len; i++) pat[i] = (char)tolower((unsigned char)spec[i]);
+        for (i = 0; spec[i]; i++) pat[i] = (char)tolower((unsigned char)spec[i]);
         pat[i++] = '%'; pat[i] = 0;
         if ((rc = doc_query(s, "d.sha256 LIKE ?1", pat, 0, out, &cnt))) goto out;
         if (cnt > 1) {

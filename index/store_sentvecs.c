@@ -14,17 +14,8 @@ int store_sentvecs_put(store *s, const char *model, int32_t dim, const store_sen
     STORE_LOCK(s);
     sqlite3_stmt *st = NULL;
     int32_t w = 0;
-    int rc = store_check_space(s, "text", model);
+    int rc = store_sentvecs_check(s, model, dim, rows, n);
     if (rc) goto out;
-    if (dim <= 0 || dim > 65536 || n < 0 || (n && !rows)) {
-        rc = store_set_err(s, STORE_ERR_ARG, "bad sentence vector batch (dim %d, n %d)", dim, n);
-        goto out;
-    }
-    for (int32_t i = 0; i < n; i++)
-        if (rows[i].n < 0 || rows[i].n > 4096 || (rows[i].n && !rows[i].v)) {
-            rc = store_set_err(s, STORE_ERR_ARG, "sentence vectors %d: bad count or NULL data", i);
-            goto out;
-        }
     if (n == 0) goto out;
     if ((rc = store_prepare(s, "INSERT OR REPLACE INTO sentence_vectors SELECT id, ?2, doc, ?3, ?4, ?5"
                                " FROM chunks WHERE id=?1", &st)) ||

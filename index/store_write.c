@@ -51,12 +51,6 @@ static void spool_clear(store *s) {
     free(s->doc_title); s->doc_title = NULL;
 }
 
-static int is_sha(const char *h) {
-    if (!h || strlen(h) != 64) return 0;
-    for (int i = 0; i < 64; i++)
-        if (!((h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'f'))) return 0;
-    return 1;
-}
 
 /* id of the document with this sha256, or 0. */
 static int64_t find_sha(store *s, const char *sha, int *rc) {
@@ -75,16 +69,8 @@ int store_doc_begin(store *s, const store_doc_meta *m, int64_t *existing_id) {
     STORE_ROUTE_PG(s, pg_doc_begin(s, m, existing_id));
     if (!s) return STORE_ERR_ARG;
     STORE_LOCK(s);
-    int rc = STORE_OK;
-    if (existing_id) *existing_id = 0;
-    if (!m || !is_sha(m->sha256)) {
-        rc = store_set_err(s, STORE_ERR_ARG, "document needs a lowercase hex sha256");
-        goto out;
-    }
-    if (s->doc_open) {
-        rc = store_set_err(s, STORE_ERR_STATE, "a document is already open on this handle");
-        goto out;
-    }
+    int rc = store_doc_begin_check(s, m, existing_id);
+    if (rc) goto out;
     int64_t id = find_sha(s, m->sha256, &rc);
     if (rc) goto out;
     if (id) {

@@ -10,6 +10,9 @@
 # Each table ends with the fusion ablation: -sent (no sentence vectors), -sect (section
 # path not in BM25), rrf (rank fusion instead of score fusion). Embedding the ~5,000
 # chunks of the five PDFs takes several minutes on 2 cores.
+# 4. The shared store: the generated corpus and the untuned set again on PostgreSQL +
+#    pgvector (a throwaway server, scripts/pg-test.sh), each row's difference from SQLite
+#    (issue 12's bar: fused within +-0.02). MMRAG_EVAL_PG=0 skips it.
 # Usage: scripts/eval-retrieval.sh BUILD MODELS
 # Env: MMRAG_EVAL_LLMS="a.gguf b.gguf": the answer evaluation (auto mode, untuned set) again
 #      with each of these language models after the default one; `make eval` passes every
@@ -28,7 +31,7 @@ echo "== generated corpus (tests/data/eval_questions.json)"
 "$build/tests/tool_gencorpus" corpus "$tmp/gen" >/dev/null && "$build/tests/tool_gencorpus" samples "$tmp/gen" >/dev/null \
   || { echo "eval: corpus generation failed"; exit 1; }
 "$m" index --db "$tmp/db-gen" "$tmp/gen"/*.pdf >/dev/null || { echo "eval: indexing failed"; exit 1; }
-"$m" eval retrieval --db "$tmp/db-gen" "$here/tests/data/eval_questions.json" | summary
+"$m" eval retrieval --db "$tmp/db-gen" "$here/tests/data/eval_questions.json" | summary | tee "$tmp/gen.sum"
 
 echo "== Debian documentation PDFs (tests/data/eval_questions_debian.json)"
 if ! dir=$("$here/scripts/fetch-debian-docs.sh"); then echo "eval: skipped (PDFs unavailable)"; exit 0; fi
@@ -42,7 +45,7 @@ echo "== other Debian documentation PDFs, untuned (tests/data/eval_questions_deb
 t0=$(date +%s)
 "$m" index --db "$tmp/db-deb2" "$dir/R-intro.pdf" "$dir/R-admin.pdf" "$dir/asymptote.pdf" | tail -2
 echo "(indexed with embeddings in $(( $(date +%s) - t0 )) s)"
-"$m" eval retrieval --db "$tmp/db-deb2" "$here/tests/data/eval_questions_debian2.json" | summary
+"$m" eval retrieval --db "$tmp/db-deb2" "$here/tests/data/eval_questions_debian2.json" | summary | tee "$tmp/deb2.sum"
 
 # answers over the same collection (api/core/answer_eval.c): the untuned set written from
 # pdftotext before mmrag ran on it, then the development set the thresholds were set on
@@ -62,6 +65,33 @@ for llm in ${MMRAG_EVAL_LLMS:-}; do
     || echo "eval answers: failed ($(tail -1 "$tmp/ans.txt"))"
   sed -n '/^answers (mode/,$p' "$tmp/ans.txt"
 done
+
+# the shared store: the same questions on PostgreSQL + pgvector, side by side with SQLite
+# (rows: source; columns: R@1 R@5 R@10 MRR nDCG@5 nDCG@10; pg minus sqlite)
+delta() {
+  awk 'NR == FNR { if ($1 ~ /^[a-z0-9-]+$/ && $1 != "source" && NF == 7) for (i = 2; i <= 7; i++) a[$1, i] = $i; next }
+       $1 ~ /^[a-z0-9-]+$/ && $1 != "source" && NF == 7 { printf "  %-6s", $1; for (i = 2; i <= 7; i++) { d = $i - a[$1, i];
+         printf " %+6.3f", d; if ($1 == "fused" && (d > 0.02 || d < -0.02)) bad = 1 } print "" }
+       END { print bad ? "  fused differs from SQLite by more than 0.02" : "  fused within 0.02 of SQLite" }' "$1" "$2"
+}
+if [ "${MMRAG_EVAL_PG:-1}" != 0 ]; then
+  pgdir=$(mktemp -d "${TMPDIR:-/tmp}/mmrag-eval-pg.XXXXXX"); chmod 755 "$pgdir"
+  trap '"$here/scripts/pg-test.sh" stop "$pgdir/p" >/dev/null 2>&1; rm -rf "$tmp" "$pgdir"' EXIT
+  if url=$("$here/scripts/pg-test.sh" start "$pgdir/p"); then
+    echo "== shared store: generated corpus on PostgreSQL + pgvector (difference from SQLite)"
+    "$m" index --db "$url?collection=gen" "$tmp/gen"/*.pdf >/dev/null || echo "eval: indexing on PostgreSQL failed"
+    "$m" eval retrieval --db "$url?collection=gen" "$here/tests/data/eval_questions.json" | summary >"$tmp/gen-pg.sum"
+    cat "$tmp/gen-pg.sum"; delta "$tmp/gen.sum" "$tmp/gen-pg.sum"
+    echo "== shared store: untuned Debian set on PostgreSQL + pgvector (difference from SQLite)"
+    t0=$(date +%s)
+    "$m" index --db "$url?collection=deb2" "$dir/R-intro.pdf" "$dir/R-admin.pdf" "$dir/asymptote.pdf" | tail -2
+    echo "(indexed with embeddings in $(( $(date +%s) - t0 )) s)"
+    "$m" eval retrieval --db "$url?collection=deb2" "$here/tests/data/eval_questions_debian2.json" | summary >"$tmp/deb2-pg.sum"
+    cat "$tmp/deb2-pg.sum"; delta "$tmp/deb2.sum" "$tmp/deb2-pg.sum"
+  else
+    echo "== shared store: skipped (no PostgreSQL: make deps installs it and builds pgvector)"
+  fi
+fi
 
 # figures: 101 real figures of octave-doc and python-reportlab-doc (reserved for evaluation,
 # never trained or tuned on), labelled from the pixels (tests/data/figures_real.json)

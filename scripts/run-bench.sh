@@ -4,7 +4,13 @@ set -u
 build=$1; models=$2; shift 2
 export MMRAG_BUILD=$build MMRAG_MODELS=$models
 export MMRAG_TMP=$(mktemp -d "${TMPDIR:-/tmp}/mmrag-bench.XXXXXX")
-trap 'rm -rf "$MMRAG_TMP"' EXIT
+# a throwaway PostgreSQL + pgvector for bench_pgvector (the shared store), torn down at exit
+pgdir=$(mktemp -d "${TMPDIR:-/tmp}/mmrag-bench-pg.XXXXXX"); chmod 755 "$pgdir"
+here=$(cd "$(dirname "$0")" && pwd)
+trap '"$here/pg-test.sh" stop "$pgdir/p" >/dev/null 2>&1; rm -rf "$MMRAG_TMP" "$pgdir"' EXIT
+case " $* " in *bench_pgvector*)
+  MMRAG_BENCH_PG=$("$here/pg-test.sh" start "$pgdir/p") && export MMRAG_BENCH_PG ;;
+esac
 for b in "$@"; do
   echo "== $(basename "$b")"
   "$b" || echo "bench $(basename "$b") failed (exit $?)"

@@ -7,10 +7,25 @@
 set -u
 build=$1; models=$2; shift 2
 export MMRAG_BUILD=$build MMRAG_MODELS=$models OMP_THREAD_LIMIT=1
+# the machines these tests were written on set OPENBLAS_CORETYPE=Haswell (PITFALLS); where
+# it is unset OpenBLAS picks its AVX-512 kernels, whose other summation order moves q8
+# activation roundings in the engine's golden tests (test_archs: 1.5e-2 instead of 3e-7)
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Haswell}
 # sanitizer builds: leak checking stays on, minus system-library caches (tests/lsan.supp)
 export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$(cd "$(dirname "$0")/.." && pwd)/tests/lsan.supp}
 export MMRAG_TMP=$(mktemp -d "${TMPDIR:-/tmp}/mmrag-test.XXXXXX")
-trap 'rm -rf "$MMRAG_TMP"' EXIT
+# one real PostgreSQL + pgvector for the run (the shared store's tests), torn down at exit;
+# in a folder of its own: the server's user must be able to enter it
+pgdir=$(mktemp -d "${TMPDIR:-/tmp}/mmrag-pg.XXXXXX"); chmod 755 "$pgdir"
+here=$(cd "$(dirname "$0")" && pwd)
+trap '"$here/pg-test.sh" stop "$pgdir/primary" >/dev/null 2>&1; rm -rf "$MMRAG_TMP" "$pgdir"' EXIT
+if MMRAG_TEST_PG=$("$here/pg-test.sh" start "$pgdir/primary" 2>"$pgdir/err"); then
+  export MMRAG_TEST_PG MMRAG_TEST_PG_DIR=$pgdir/primary
+  echo "== PostgreSQL for the shared store's tests: $MMRAG_TEST_PG"
+else
+  unset MMRAG_TEST_PG
+  echo "== no PostgreSQL for the shared store's tests: $(tail -n1 "$pgdir/err")"
+fi
 # A skipped case (a line "skip ...": no model, no GPU) is counted apart, never as passed.
 sum_re='^[0-9]+ passed, [0-9]+ failed(, [0-9]+ skipped)?$'
 total_p=0; total_f=0; total_s=0

@@ -115,6 +115,26 @@ static float frand(unsigned *x) {
     return (float)((*x >> 8) & 0xffff) / 65535.0f - 0.5f;
 }
 
+/* Exact top k by cosine of q against n vectors of d floats: cs[i] cosines, best[] rows. */
+static void exact_top(const float *q, const float *v, int n, int d, int k, double *cs, int *best) {
+    for (int i = 0; i < n; i++) {
+        double ab = 0, aa = 0, bb = 0;
+        for (int j = 0; j < d; j++) {
+            ab += q[j] * v[i * d + j]; aa += v[i * d + j] * v[i * d + j]; bb += q[j] * q[j];
+        }
+        cs[i] = ab / sqrt(aa * bb);
+    }
+    for (int r = 0; r < k; r++) {
+        int bi = -1;
+        for (int i = 0; i < n; i++) {
+            int used = 0;
+            for (int u = 0; u < r; u++) used |= best[u] == i;
+            if (!used && (bi < 0 || cs[i] > cs[bi])) bi = i;
+        }
+        best[r] = bi;
+    }
+}
+
 TEST(knn_in_the_database_matches_exact_search) {
     NEED_PG();
     store *s = NULL;
@@ -143,23 +163,9 @@ TEST(knn_in_the_database_matches_exact_search) {
     for (int q = 0; q < Q; q++) {
         float qv[D];
         for (int j = 0; j < D; j++) qv[j] = frand(&seed);
-        /* exact top K by cosine */
         double cs[N];
         int best[K];
-        for (int i = 0; i < N; i++) {
-            double ab = 0, aa = 0, bb = 0;
-            for (int j = 0; j < D; j++) { ab += qv[j] * v[i][j]; aa += v[i][j] * v[i][j]; bb += qv[j] * qv[j]; }
-            cs[i] = ab / sqrt(aa * bb);
-        }
-        for (int k = 0; k < K; k++) {
-            int bi = -1;
-            for (int i = 0; i < N; i++) {
-                int used = 0;
-                for (int u = 0; u < k; u++) used |= best[u] == i;
-                if (!used && (bi < 0 || cs[i] > cs[bi])) bi = i;
-            }
-            best[k] = bi;
-        }
+        exact_top(qv, &v[0][0], N, D, K, cs, best);
         store_knn_hit h[K];
         int32_t nh = 0;
         CHECK_MSG(store_vectors_knn(s, "text", "m-knn", STORE_OWNER_CHUNK, qv, D, K, h, &nh) == STORE_OK,
@@ -187,6 +193,73 @@ TEST(knn_in_the_database_matches_exact_search) {
     int32_t nh = -1;
     CHECK(store_vectors_knn(s, "text", "m-knn", -1, v[0], D, K, h, &nh) == STORE_OK && nh == 0);
     store_chunks_free(ch, n);
+    store_close(s);
+}
+
+/* Image vectors go through the LSH code index (Hamming candidates, re-scored exactly):
+ * recall@10 against exact search, exact scores, and the planner uses the bit index. */
+TEST(image_search_lsh_candidates_rescored) {
+    NEED_PG();
+    store *s = NULL;
+    CHECK(store_open(coll("lsh"), NULL, &s, g_err, sizeof g_err) == STORE_OK);
+    enum { N = 2000, D = 48, Q = 20, K = 10 };
+    char sha[65];
+    sha_of(77, sha);
+    store_doc_meta m = {.sha256 = sha, .path = "/lsh.pdf", .title = "LSH", .pages = 1, .bytes = 1};
+    CHECK(store_doc_begin(s, &m, NULL) == STORE_OK);
+    store_page p = {1, 612, 792, 0};
+    CHECK(store_page_add(s, &p) == STORE_OK);
+    for (int i = 0; i < N; i++) {
+        store_image im = {.idx = i, .page = 1, .kind = 0, .box = {0, 0, 1, 1}, .width_px = 8,
+                          .height_px = 8, .caption_ord = -1};
+        CHECK(store_image_add(s, &im) == STORE_OK);
+    }
+    int64_t doc;
+    CHECK_MSG(store_doc_commit(s, &doc, NULL) == STORE_OK, "%s", store_errmsg(s));
+    store_image_row *im;
+    int32_t n;
+    CHECK(store_images_get(s, doc, 0, &im, &n) == STORE_OK && n == N);
+    static float v[N][D];
+    static store_vec vecs[N];
+    unsigned seed = 9;
+    for (int i = 0; i < N; i++) {
+        for (int j = 0; j < D; j++) v[i][j] = frand(&seed) + (j < 4 ? 0.3f : 0);   /* not centred */
+        vecs[i] = (store_vec){STORE_OWNER_IMAGE, im[i].id, v[i]};
+    }
+    int32_t w;
+    CHECK(store_vectors_put(s, "image", "m-img", D, vecs, N, &w) == STORE_OK && w == N);
+    int hits = 0;
+    for (int q = 0; q < Q; q++) {
+        const float *qv = v[(q * 97) % N];   /* a stored image's own vector: it must come first */
+        double cs[N];
+        int best[K];
+        exact_top(qv, &v[0][0], N, D, K, cs, best);
+        store_knn_hit h[K];
+        int32_t nh = 0;
+        CHECK_MSG(store_vectors_knn(s, "image", "m-img", STORE_OWNER_IMAGE, qv, D, K, h, &nh) == STORE_OK,
+                  "%s", store_errmsg(s));
+        CHECK(nh == K && h[0].id == im[(q * 97) % N].id);
+        CHECK_NEAR(h[0].score, 1.0, 1e-4);
+        for (int k = 0; k < K; k++) {
+            CHECK(k == 0 || h[k].score <= h[k - 1].score + 1e-6f);
+            for (int u = 0; u < K; u++) hits += im[best[u]].id == h[k].id;
+        }
+    }
+    CHECK_MSG(hits >= Q * K * 8 / 10, "recall@10 %.3f", hits / (double)(Q * K));
+    printf("  image LSH (256 bits, pool 400 of %d): recall@10 %.3f\n", N, hits / (double)(Q * K));
+    PGconn *c = PQconnectdb(url());
+    char sql[512];
+    snprintf(sql, sizeof sql, "SET search_path TO mmrag_p%d_lsh, public; EXPLAIN SELECT owner_id FROM"
+             " vectors WHERE space = 'image' AND model = 'm-img' ORDER BY (lsh::bit(256)) <~>"
+             " repeat('1', 256)::bit(256) LIMIT 400", (int)getpid());
+    PGresult *r = PQexec(c, sql);
+    int used = 0;
+    for (int i = 0; PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r); i++)
+        used |= strstr(PQgetvalue(r, i, 0), "vectors_lsh_") != NULL;
+    CHECK_MSG(used, "the Hamming search does not use the LSH index");
+    PQclear(r);
+    PQfinish(c);
+    store_images_free(im, n);
     store_close(s);
 }
 

@@ -12,7 +12,13 @@
 static const char usage[] =
     "usage: mmrag serve [--listen HOST:PORT] [--db DIR] [--keys FILE] [options]\n"
     "  --listen HOST:PORT   address to bind (default 127.0.0.1:8080; port 0 = any free port)\n"
-    "  --db DIR             database directory (with --keys: one subdirectory per collection)\n"
+    "  --db DIR             database directory (with --keys: one subdirectory per collection),\n"
+    "                       or postgres://USER@HOST:PORT/DB[?collection=NAME], a collection\n"
+    "                       shared by any number of servers and `mmrag worker`s (with --keys:\n"
+    "                       one collection per key's name); uploads queue there\n"
+    "  --db-read URL        with a postgres --db: searches and answers read this streaming-\n"
+    "                       replication standby (postgres://...; same collections); writes,\n"
+    "                       jobs and page renders stay on --db\n"
     "  --keys FILE          API keys, lines \"KEY COLLECTION\"; required for non-loopback binds\n"
     "  --models DIR         model directory (default $MMRAG_MODELS or models)\n"
     "  --model GGUF         language model for /v1/ask and /v1/chat/completions (default\n"
@@ -61,6 +67,7 @@ int cli_serve(int argc, char **argv) {
         i++;
         if (!strcmp(a, "--listen")) c.listen = v;
         else if (!strcmp(a, "--db")) c.db = v;
+        else if (!strcmp(a, "--db-read")) c.db_read = v;
         else if (!strcmp(a, "--keys")) c.keys_file = v;
         else if (!strcmp(a, "--models")) c.models = v;
         else if (!strcmp(a, "--model")) c.llm = v;

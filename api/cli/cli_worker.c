@@ -88,7 +88,7 @@ int cli_worker(int argc, char **argv) {
         switch (c) {
         case 'd': db = optarg; break;
         case 't': if (cli_parse_int("--threads", optarg, 1, 64, &threads)) return CLI_USAGE; break;
-        case 'l': if (cli_parse_int("--lease", optarg, 5, 86400, &lease)) return CLI_USAGE; break;
+        case 'l': if (cli_parse_int("--lease", optarg, 2, 86400, &lease)) return CLI_USAGE; break;
         case '1': once = 1; break;
         case 'E': embed = 0; break;
         case 'O': ocr = 0; break;

@@ -67,9 +67,23 @@ void srv_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, int ms) {
 uint16_t srv_port(const srv_server *s) { return s ? s->port : 0; }
 
 /* ---- collections ------------------------------------------------------------------- */
-static srv_coll *coll_new(const char *name, const char *dir) {
+/* The standby's URL of collection `name` (NULL: the one --db names). */
+static int read_url(const srv_config *cfg, const char *name, char *out, size_t len) {
+    out[0] = 0;
+    if (!cfg->db_read) return 0;
+    if (name) return store_collection_db(cfg->db_read, name, out, len);
+    const char *p = strstr(cfg->db, "collection=");
+    if (!p || strstr(cfg->db_read, "collection=")) return snprintf(out, len, "%s", cfg->db_read) >= (int)len ? -1 : 0;
+    char coll[64];
+    snprintf(coll, sizeof coll, "%.*s", (int)strcspn(p + 11, "&"), p + 11);
+    return store_collection_db(cfg->db_read, coll, out, len);
+}
+
+/* keyed: a key's collection under --db (else the collection --db names) */
+static srv_coll *coll_new(const srv_config *cfg, const char *name, const char *dir, int keyed) {
     srv_coll *c = calloc(1, sizeof *c);
     if (!c) return NULL;
+    if (read_url(cfg, keyed ? name : NULL, c->read_dir, sizeof c->read_dir)) { free(c); return NULL; }
     snprintf(c->name, sizeof c->name, "%s", name);
     snprintf(c->dir, sizeof c->dir, "%s", dir);
     c->shared = store_is_url(dir);
@@ -113,6 +127,14 @@ struct store *srv_coll_acquire(srv_coll *c, char *err, size_t errlen) {
     c->pool[slot] = s;
     pthread_mutex_unlock(&c->mu);
     return s;
+}
+
+/* A handle for searches: on the standby (read-only) with --db-read, else on dir. */
+int srv_coll_open_read(const srv_coll *c, struct store **out, char *err, size_t errlen) {
+    store_options o;
+    store_options_default(&o);
+    o.readonly = c->read_dir[0] != 0;
+    return store_open(c->read_dir[0] ? c->read_dir : c->dir, &o, out, err, errlen) == STORE_OK ? 0 : -1;
 }
 
 void srv_coll_release(srv_coll *c, struct store *s) {
@@ -664,7 +686,7 @@ static srv_coll *find_or_add_coll(srv_server *s, const char *name) {
     srv_coll **nc = realloc(s->colls, (size_t)(s->n_colls + 1) * sizeof *nc);
     if (!nc) return NULL;
     s->colls = nc;
-    srv_coll *c = coll_new(name, dir);
+    srv_coll *c = coll_new(&s->cfg, name, dir, 1);
     if (!c) return NULL;
     s->colls[s->n_colls++] = c;
     return c;
@@ -754,6 +776,10 @@ int srv_start(const srv_config *cfg, srv_server **out, char *err, size_t errlen)
     if (s->cfg.ingest_workers <= 0) s->cfg.ingest_workers = 1;
     if (s->cfg.queue_max <= 0) s->cfg.queue_max = 16;
     if (!s->cfg.db || !*s->cfg.db) s->cfg.db = ".mmrag";
+    if (s->cfg.db_read && (!store_is_url(s->cfg.db) || !store_is_url(s->cfg.db_read))) {
+        snprintf(err, errlen, "--db-read needs --db and --db-read to be postgres:// URLs");
+        goto fail;
+    }
 
     struct sockaddr_in sa;
     if (parse_listen(cfg->listen ? cfg->listen : "127.0.0.1:8080", &sa, err, errlen)) goto fail;
@@ -770,7 +796,7 @@ int srv_start(const srv_config *cfg, srv_server **out, char *err, size_t errlen)
                      "only loopback addresses (127.x.x.x) are allowed", cfg->listen);
             goto fail;
         }
-        s->anon = coll_new("default", s->cfg.db);
+        s->anon = coll_new(&s->cfg, "default", s->cfg.db, 0);
         if (!s->anon) { snprintf(err, errlen, "out of memory"); goto fail; }
         s->colls = malloc(sizeof *s->colls);
         if (!s->colls) { coll_free(s->anon); snprintf(err, errlen, "out of memory"); goto fail; }
@@ -781,6 +807,8 @@ int srv_start(const srv_config *cfg, srv_server **out, char *err, size_t errlen)
         store *st = srv_coll_acquire(s->colls[i], err, errlen);
         if (!st) goto fail;
         srv_coll_release(s->colls[i], st);
+        if (s->colls[i]->read_dir[0] && srv_coll_open_read(s->colls[i], &st, err, errlen)) goto fail;
+        store_close(s->colls[i]->read_dir[0] ? st : NULL);
     }
     if (srv_query_init(s, err, errlen)) goto fail;
     if (srv_jobs_start(s)) { snprintf(err, errlen, "cannot start ingest workers"); goto fail; }

@@ -42,6 +42,8 @@ typedef struct {
                                 * 20; 0 = none. Over it: 429 with Retry-After */
     int32_t rate_burst;        /* requests a key may send at once; default 5 x rate_limit */
     const char *llm;           /* language model GGUF; NULL = $MMRAG_LLM, else the models dir's SmolLM2 */
+    const char *db_read;       /* PostgreSQL only: searches and answers read this standby of
+                                * db's server (same collections); NULL = db */
 } srv_config;
 
 typedef struct srv_server srv_server;

@@ -44,6 +44,7 @@ typedef struct srv_coll {
     char name[72];
     char dir[4096];              /* a directory, or a shared collection's postgres:// URL */
     int shared;                  /* on PostgreSQL: uploads go to the store's job queue */
+    char read_dir[4096];         /* --db-read: the same collection on a standby; "" = dir */
     pthread_mutex_t mu;
     pthread_cond_t cv;
     struct store *pool[SRV_POOL];   /* read/write handles, opened lazily */
@@ -52,6 +53,7 @@ typedef struct srv_coll {
 } srv_coll;
 struct store *srv_coll_acquire(srv_coll *c, char *err, size_t errlen);
 void srv_coll_release(srv_coll *c, struct store *s);
+int srv_coll_open_read(const srv_coll *c, struct store **out, char *err, size_t errlen);
 
 /* ---- ingest jobs -------------------------------------------------------------------- */
 typedef enum { JOB_QUEUED, JOB_RUNNING, JOB_DONE, JOB_FAILED, JOB_CANCELLED } srv_job_state;

@@ -104,7 +104,7 @@ retriever *srv_query_retriever(srv_server *s, srv_coll *coll, char *err, size_t 
     coll_retr *c = calloc(1, sizeof *c);
     retriever *r = NULL;
     if (!c) { snprintf(err, errlen, "out of memory"); goto out; }
-    if (store_open(coll->dir, NULL, &c->st, err, errlen) != STORE_OK) { free(c); goto out; }
+    if (srv_coll_open_read(coll, &c->st, err, errlen)) { free(c); goto out; }
     retr_config rc;
     retr_config_default(&rc);
     embed_retr_config(q->emb, &rc);
