@@ -205,7 +205,7 @@ static void pgvector_hnsw(const char *url, const float *base, int64_t nb, const 
     PGresult *res = PQexec(c, sql);
     *bulk_s = PQresultStatus(res) == PGRES_COMMAND_OK ? now_s() - t0 : -1;
     PQclear(res);
-    snprintf(sql, sizeof sql, "DROP SCHEMA %s CASCADE", schema);
+    snprintf(sql, sizeof sql, "SET client_min_messages = warning; DROP SCHEMA %s CASCADE", schema);
     PQclear(PQexec(c, sql));
     PQfinish(c);
     free(map);
