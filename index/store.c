@@ -203,6 +203,23 @@ int store_doc_begin_check(store *s, const store_doc_meta *m, int64_t *existing_i
     return STORE_OK;
 }
 
+int store_doc_meta_keep(store *s, const store_doc_meta *m) {
+    memcpy(s->doc_sha, m->sha256, 65);
+    s->doc_path = store_strdup(m->path);
+    s->doc_title = store_strdup(m->title);
+    s->doc_pages = m->pages;
+    s->doc_bytes = m->bytes;
+    if (!s->doc_path || !s->doc_title) return store_set_err(s, STORE_ERR_NOMEM, "out of memory");
+    s->doc_open = 1;
+    return STORE_OK;
+}
+
+void store_doc_meta_drop(store *s) {
+    s->doc_open = 0;
+    free(s->doc_path); s->doc_path = NULL;
+    free(s->doc_title); s->doc_title = NULL;
+}
+
 int store_sentvecs_check(store *s, const char *model, int32_t dim, const store_sentvec *rows, int32_t n) {
     int rc = store_check_space(s, "text", model);
     if (rc) return rc;

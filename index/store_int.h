@@ -37,6 +37,10 @@ int store_set_err(store *s, int code, const char *fmt, ...) __attribute__((forma
 /* store_doc_begin's checks before either backend looks for the sha256 (lock held):
  * a lowercase hex sha256 and no document open; clears *existing_id. */
 int store_doc_begin_check(store *s, const store_doc_meta *m, int64_t *existing_id);
+/* Keep m on the handle for the commit and mark the document open (the caller clears its
+ * spool on failure). */
+int store_doc_meta_keep(store *s, const store_doc_meta *m);
+void store_doc_meta_drop(store *s);   /* and the document is no longer open */
 /* store_sentvecs_put's checks of the model and the batch (lock held). */
 int store_sentvecs_check(store *s, const char *model, int32_t dim, const store_sentvec *rows, int32_t n);
 /* How store_doc_get reads a spec: *digits = could be an id, *hex = a sha256 prefix. */

@@ -164,7 +164,7 @@ static const char *const pg_migrations[] = {
     "CREATE TABLE vectors(owner_kind text NOT NULL CHECK(owner_kind IN ('chunk','image')),"
     " owner_id bigint NOT NULL, space text NOT NULL CHECK(space IN ('text','image')),"
     " model text NOT NULL, doc bigint NOT NULL REFERENCES documents(id) ON DELETE CASCADE,"
-    " dim int NOT NULL, v vector NOT NULL, lsh bit varying, PRIMARY KEY(owner_kind, owner_id, space, model));"
+    " dim int NOT NULL, v vector NOT NULL, PRIMARY KEY(owner_kind, owner_id, space, model));"
     "CREATE INDEX vectors_doc ON vectors(doc);"
     "CREATE INDEX vectors_space ON vectors(space, model, owner_id);"
     "CREATE TABLE sentence_vectors(chunk_id bigint NOT NULL REFERENCES chunks(id)"
@@ -183,6 +183,9 @@ static const char *const pg_migrations[] = {
     " created_at timestamptz NOT NULL DEFAULT now(), updated_at timestamptz NOT NULL DEFAULT now());"
     "CREATE UNIQUE INDEX jobs_pending ON jobs(sha256) WHERE state IN ('queued','running');"
     "CREATE INDEX jobs_state ON jobs(state, id);",
+    /* v2: image vectors' LSH codes (design note 3); image vectors written at v1 have none
+     * and are found again once re-embedded */
+    "ALTER TABLE vectors ADD COLUMN IF NOT EXISTS lsh bit varying;",
 };
 #define PG_N_MIGRATIONS ((int)(sizeof pg_migrations / sizeof pg_migrations[0]))
 

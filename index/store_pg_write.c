@@ -55,11 +55,8 @@ static int spool_prepare(store *s) {
 static void spool_clear(store *s) {
     if (s->pg && PQstatus(s->pg) == CONNECTION_OK)
         PQclear(PQexec(s->pg, "TRUNCATE pg_temp.sp_pages, pg_temp.sp_images, pg_temp.sp_chunks"));
-    s->doc_open = 0;
-    free(s->doc_path); s->doc_path = NULL;
-    free(s->doc_title); s->doc_title = NULL;
+    store_doc_meta_drop(s);
 }
-
 
 /* id of the document with this sha256, or 0. */
 static int64_t find_sha(store *s, const char *sha, int *rc) {
@@ -83,17 +80,7 @@ int pg_doc_begin(store *s, const store_doc_meta *m, int64_t *existing_id) {
         goto out;
     }
     if ((rc = spool_prepare(s))) goto out;
-    memcpy(s->doc_sha, m->sha256, 65);
-    s->doc_path = store_strdup(m->path);
-    s->doc_title = store_strdup(m->title);
-    s->doc_pages = m->pages;
-    s->doc_bytes = m->bytes;
-    if (!s->doc_path || !s->doc_title) {
-        spool_clear(s);
-        rc = store_set_err(s, STORE_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    s->doc_open = 1;
+    if ((rc = store_doc_meta_keep(s, m))) spool_clear(s);
 out:
     STORE_UNLOCK(s);
     return rc;

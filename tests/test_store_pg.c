@@ -321,3 +321,32 @@ TEST(newer_schema_is_refused) {
     CHECK(store_open(u, NULL, &s, g_err, sizeof g_err) == STORE_ERR_VERSION);
     CHECK_MSG(strstr(g_err, "newer"), "%s", g_err);
 }
+
+/* A collection at schema v1 (no LSH column) is migrated on open; read-only opens refuse. */
+TEST(v1_collection_migrates) {
+    NEED_PG();
+    const char *u = coll("v1");
+    store *s = NULL;
+    CHECK(store_open(u, NULL, &s, g_err, sizeof g_err) == STORE_OK);
+    store_close(s);
+    PGconn *c = PQconnectdb(url());
+    char sql[256];
+    snprintf(sql, sizeof sql, "SET search_path TO mmrag_p%d_v1; ALTER TABLE vectors DROP COLUMN lsh;"
+             " UPDATE meta SET value='1' WHERE key='schema_version'", (int)getpid());
+    PGresult *r = PQexec(c, sql);
+    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
+    PQclear(r);
+    store_options o;
+    store_options_default(&o);
+    o.readonly = 1;
+    CHECK(store_open(u, &o, &s, g_err, sizeof g_err) == STORE_ERR_READONLY);
+    CHECK(store_open(u, NULL, &s, g_err, sizeof g_err) == STORE_OK);
+    store_close(s);
+    snprintf(sql, sizeof sql, "SELECT (SELECT value FROM mmrag_p%d_v1.meta WHERE key='schema_version') ||"
+             " (SELECT count(*) FROM information_schema.columns WHERE table_schema = 'mmrag_p%d_v1'"
+             " AND table_name = 'vectors' AND column_name = 'lsh')", (int)getpid(), (int)getpid());
+    r = PQexec(c, sql);
+    CHECK(PQresultStatus(r) == PGRES_TUPLES_OK && !strcmp(PQgetvalue(r, 0, 0), "21"));
+    PQclear(r);
+    PQfinish(c);
+}
