@@ -14,11 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+#include "bench/bench_stats.h"
 
 static int connect_port(uint16_t port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -96,11 +92,6 @@ static void *client_main(void *p) {
     }
     if (fd >= 0) close(fd);
     return NULL;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 typedef struct { double rps, p50, p99; int n, errors; } result;

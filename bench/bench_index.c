@@ -8,6 +8,7 @@
  * 100k = synthesized from those: each a real vector plus gaussian noise (relative norm
  * 0.5, renormalized), so 100k has ~10 noisy copies around each real text; queries are
  * the 200 held-out real vectors. Env BENCH_QUICK=1 skips the 100k size. */
+#include "bench/bench_vindex.h"
 #include "index/index.h"
 #include "tests/vecs_util.h"
 #include "vision/vision.h"
@@ -28,11 +29,6 @@ int hnsw_shim_search(hnsw_shim *s, const float *q, int k, int64_t *labels, float
 #define NQ 200
 #define K 10
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 static double rss_mb(void) {
     long pages = 0, rss = 0;
     FILE *f = fopen("/proc/self/statm", "r");
@@ -41,23 +37,6 @@ static double rss_mb(void) {
         fclose(f);
     }
     return rss * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
-}
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-static void pct(double *ms, int n, double *p50, double *p99) {
-    qsort(ms, (size_t)n, sizeof *ms, cmp_d);
-    *p50 = ms[n / 2];
-    *p99 = ms[(int)(n * 0.99) < n ? (int)(n * 0.99) : n - 1];
-}
-static double recall(const int64_t *got, const int64_t *truth, int nq) {
-    int hit = 0;
-    for (int i = 0; i < nq; i++)
-        for (int a = 0; a < K; a++)
-            for (int b = 0; b < K; b++)
-                if (got[i * K + a] == truth[i * K + b] && got[i * K + a] >= 0) { hit++; break; }
-    return hit / (double)(nq * K);
 }
 
 typedef struct row { const char *name; double build_s, p50, p99, enc_p50, enc_p99, recall, bytes_per_vec; } row;
@@ -130,22 +109,15 @@ static void lsh_curve(const float *base, int64_t nb, const float *q, int32_t d) 
             vindex_search_candidates(v, q + (size_t)i * d, K, h, &n, err, sizeof err);
             for (int j = 0; j < K; j++) got[i * K + j] = j < n ? h[j].id : -1;
         }
-        printf("  %3d bits (%2d B/code): candidate recall@10 %.3f", bits[b], bits[b] / 8, recall(got, truth, NQ));
+        printf("  %3d bits (%2d B/code): candidate recall@10 %.3f", bits[b], bits[b] / 8, bench_recall(got, truth, NQ, K));
         int pools[] = {100, 200, 400};
         for (int p = 0; p < 3; p++) {
             vindex_set_lsh_pool(v, pools[p]);
             double ms[NQ];
-            for (int i = 0; i < NQ; i++) {
-                vindex_hit h[K];
-                int32_t n = 0;
-                double s = now_s();
-                vindex_search(v, q + (size_t)i * d, K, h, &n, err, sizeof err);
-                ms[i] = (now_s() - s) * 1e3;
-                for (int j = 0; j < K; j++) got[i * K + j] = j < n ? h[j].id : -1;
-            }
+            bench_vindex_queries(v, q, d, NQ, K, got, ms);
             double p50, p99;
             pct(ms, NQ, &p50, &p99);
-            printf(" | re-scored pool %d: %.3f (p50 %.3f ms)", pools[p], recall(got, truth, NQ), p50);
+            printf(" | re-scored pool %d: %.3f (p50 %.3f ms)", pools[p], bench_recall(got, truth, NQ, K), p50);
         }
         printf("\n");
         vindex_free(v);
@@ -173,14 +145,7 @@ static void run_size(const char *label, const float *base, int64_t nb, const flo
     faiss_Index_add((FaissIndex *)flat, nb, base);
     rows[0] = (row){.name = "exact (FAISS Flat)", .build_s = now_s() - t0};
     rows[0].bytes_per_vec = (rss_mb() - m0) * 1048576.0 / nb;
-    for (int i = 0; i < NQ; i++) {
-        float dist[K];
-        idx_t lab[K];
-        double s = now_s();
-        faiss_Index_search((FaissIndex *)flat, 1, q + (size_t)i * d, K, dist, lab);
-        ms[i] = (now_s() - s) * 1e3;
-        for (int j = 0; j < K; j++) truth[i * K + j] = lab[j] >= 0 ? lab[j] + 1 : -1;
-    }
+    bench_exact_queries((FaissIndex *)flat, q, d, NQ, K, 1, truth, ms);   /* ids are rows + 1 */
     pct(ms, NQ, &rows[0].p50, &rows[0].p99);
     with_encode(&rows[0], ms, enc_ms, NQ);
     rows[0].recall = 1.0;
@@ -196,17 +161,10 @@ static void run_size(const char *label, const float *base, int64_t nb, const flo
     if (!v || vindex_build(v, nb, ids, base, err, sizeof err)) { printf("  mmrag: %s\n", err); return; }
     rows[1] = (row){.name = "mmrag HNSW32 ef128", .build_s = now_s() - t0};
     rows[1].bytes_per_vec = (rss_mb() - m0) * 1048576.0 / nb;
-    for (int i = 0; i < NQ; i++) {
-        vindex_hit h[K];
-        int32_t n = 0;
-        double s = now_s();
-        vindex_search(v, q + (size_t)i * d, K, h, &n, err, sizeof err);
-        ms[i] = (now_s() - s) * 1e3;
-        for (int j = 0; j < K; j++) got[i * K + j] = j < n ? h[j].id : -1;
-    }
+    bench_vindex_queries(v, q, d, NQ, K, got, ms);
     pct(ms, NQ, &rows[1].p50, &rows[1].p99);
     with_encode(&rows[1], ms, enc_ms, NQ);
-    rows[1].recall = recall(got, truth, NQ);
+    rows[1].recall = bench_recall(got, truth, NQ, K);
     printf("  (mmrag estimated index bytes/vector: %.0f)\n", vindex_memory(v) / (double)nb);
 
     /* hnswlib, same M / efConstruction / efSearch */
@@ -228,7 +186,7 @@ static void run_size(const char *label, const float *base, int64_t nb, const flo
         }
         pct(ms, NQ, &rows[2].p50, &rows[2].p99);
         with_encode(&rows[2], ms, enc_ms, NQ);
-        rows[2].recall = recall(got, truth, NQ);
+        rows[2].recall = bench_recall(got, truth, NQ, K);
         hnsw_shim_free(h);
     }
     printf("  note: hnswlib builds single-threaded here (its addPoint loop), mmrag/FAISS with %d OpenMP threads\n",
@@ -240,17 +198,10 @@ static void run_size(const char *label, const float *base, int64_t nb, const flo
     int efs[] = {16, 32, 64, 96, 128, 256};
     for (int e = 0; e < 6; e++) {
         vindex_set_ef_search(v, efs[e]);
-        for (int i = 0; i < NQ; i++) {
-            vindex_hit hh[K];
-            int32_t n = 0;
-            double s = now_s();
-            vindex_search(v, q + (size_t)i * d, K, hh, &n, err, sizeof err);
-            ms[i] = (now_s() - s) * 1e3;
-            for (int j = 0; j < K; j++) got[i * K + j] = j < n ? hh[j].id : -1;
-        }
+        bench_vindex_queries(v, q, d, NQ, K, got, ms);
         double p50, p99;
         pct(ms, NQ, &p50, &p99);
-        printf("  ef%d: R %.3f p50 %.3fms |", efs[e], recall(got, truth, NQ), p50);
+        printf("  ef%d: R %.3f p50 %.3fms |", efs[e], bench_recall(got, truth, NQ, K), p50);
     }
     printf("\n");
     vindex_set_ef_search(v, o.ef_search);

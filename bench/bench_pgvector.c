@@ -11,6 +11,7 @@
  * Env: MMRAG_BENCH_PG (a PostgreSQL URL with pgvector; scripts/run-bench.sh starts one),
  * BENCH_PG_N, BENCH_SECONDS (8), BENCH_CLIENTS (16), MMRAG_BUILD, MMRAG_MODELS, MMRAG_TMP. */
 #include "bench/bench_http.h"
+#include "bench/bench_vindex.h"
 #include "index/index.h"
 #include "index/store.h"
 #include "tests/vecs_util.h"
@@ -31,21 +32,6 @@ extern char **environ;
 
 typedef struct { const char *name; double build_s, p50, p99, recall, bytes_per_vec; } row;
 
-static void pct(double *ms, int n, double *p50, double *p99) {
-    qsort(ms, (size_t)n, sizeof *ms, cmp_d);
-    *p50 = ms[n / 2];
-    *p99 = ms[(int)(n * 0.99) < n ? (int)(n * 0.99) : n - 1];
-}
-
-static double recall_at_k(const int64_t *got, const int64_t *truth) {
-    int hit = 0;
-    for (int i = 0; i < NQ; i++)
-        for (int a = 0; a < K; a++)
-            for (int b = 0; b < K; b++)
-                if (got[i * K + a] >= 0 && got[i * K + a] == truth[i * K + b]) { hit++; break; }
-    return hit / (double)(NQ * K);
-}
-
 static void print_row(const row *r) {
     printf("  %-30s build %8.2f s   p50 %7.3f ms   p99 %7.3f ms   recall@10 %.4f   %6.0f B/vec\n",
            r->name, r->build_s, r->p50, r->p99, r->recall, r->bytes_per_vec);
@@ -65,14 +51,7 @@ static void exact_truth(const float *base, int64_t nb, const float *q, int32_t d
     faiss_IndexFlatIP_new_with(&flat, d);
     faiss_Index_add((FaissIndex *)flat, nb, base);
     *r = (row){.name = "exact (FAISS Flat IP)", .build_s = now_s() - t0, .recall = 1, .bytes_per_vec = 4.0 * d};
-    for (int i = 0; i < NQ; i++) {
-        float dist[K];
-        idx_t lab[K];
-        double s = now_s();
-        faiss_Index_search((FaissIndex *)flat, 1, q + (size_t)i * d, K, dist, lab);
-        ms[i] = (now_s() - s) * 1e3;
-        for (int j = 0; j < K; j++) truth[i * K + j] = lab[j];   /* row numbers */
-    }
+    bench_exact_queries((FaissIndex *)flat, q, d, NQ, K, 0, truth, ms);   /* row numbers */
     pct(ms, NQ, &r->p50, &r->p99);
     faiss_Index_free((FaissIndex *)flat);
 }
@@ -88,16 +67,9 @@ static void faiss_hnsw(const float *base, int64_t nb, const float *q, int32_t d,
     if (!v || vindex_build(v, nb, ids, base, err, sizeof err)) { printf("  vindex: %s\n", err); exit(1); }
     *r = (row){.name = "mmrag FAISS HNSW32 ef128", .build_s = now_s() - t0};
     r->bytes_per_vec = vindex_memory(v) / (double)nb;
-    for (int i = 0; i < NQ; i++) {
-        vindex_hit h[K];
-        int32_t n = 0;
-        double s = now_s();
-        vindex_search(v, q + (size_t)i * d, K, h, &n, err, sizeof err);
-        ms[i] = (now_s() - s) * 1e3;
-        for (int j = 0; j < K; j++) got[i * K + j] = j < n ? h[j].id : -1;
-    }
+    bench_vindex_queries(v, q, d, NQ, K, got, ms);
     pct(ms, NQ, &r->p50, &r->p99);
-    r->recall = recall_at_k(got, truth);
+    r->recall = bench_recall(got, truth, NQ, K);
     vindex_free(v);
     free(ids);
 }
@@ -184,7 +156,7 @@ static void pgvector_hnsw(const char *url, const float *base, int64_t nb, const 
         }
     }
     pct(ms, NQ, &r->p50, &r->p99);
-    r->recall = recall_at_k(got, truth);
+    r->recall = bench_recall(got, truth, NQ, K);
     store_close(s);
 
     /* sizes from the catalog; then the same index built in bulk (REINDEX) for comparison */

@@ -258,6 +258,9 @@ int store_collection_db(const char *base, const char *name, char *buf, size_t le
     n = snprintf(buf, len, "%s%scollection=%s", base, strchr(base, '?') ? "&" : "?", name);
     return n < 0 || (size_t)n >= len ? -1 : 0;
 }
+int store_collection_of(const char *db, char *buf, size_t len) {
+    return store_is_pg_url(db) ? pg_collection_of(db, buf, len) : -1;
+}
 const char *store_path(const store *s) { return s->path; }
 
 /* mkdir -p for the database directory. */

@@ -104,6 +104,9 @@ int store_is_shared(const store *s);
  * the URL with ?collection=name for PostgreSQL. Returns 0, or -1 when it does not fit
  * or the name is not [a-z0-9_]{1,48} for a URL. */
 int store_collection_db(const char *base, const char *name, char *buf, size_t len);
+/* The collection a postgres:// URL names ("default" without ?collection=). Returns 0, or
+ * -1 when db is not a URL, its collection name is not valid, or it does not fit. */
+int store_collection_of(const char *db, char *buf, size_t len);
 
 /* Meta: generation changes whenever documents or vectors change (commit, delete,
  * vectors_put). schema_version is in meta too. */

@@ -85,6 +85,7 @@ void store_query_pieces(const char *query, store_piece_fn fn, void *ctx);
 
 /* ---- the PostgreSQL backend (store_pg.c, store_pg_read.c) ---- */
 int store_is_pg_url(const char *db);
+int pg_collection_of(const char *url, char *buf, size_t len);
 int pg_open(store *s, const char *url, const store_options *o, char *err, size_t errlen);
 void pg_close(store *s);
 int pg_meta_get(store *s, const char *key, char *buf, size_t buflen);

@@ -290,6 +290,11 @@ bad:
     return -1;
 }
 
+int pg_collection_of(const char *url, char *buf, size_t len) {
+    char conn[4096], err[256];
+    return split_url(url, conn, sizeof conn, buf, len, err, sizeof err);
+}
+
 /* The URL without a password, for messages. */
 static void safe_url(const char *url, char *out, size_t len) {
     const char *at = strchr(url, '@'), *scheme = strstr(url, "://");

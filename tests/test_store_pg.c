@@ -33,6 +33,14 @@ static void sha_of(unsigned seed, char out[65]) {
     }
 }
 
+/* Run sql on the test server on a connection of its own; the caller clears the result. */
+static PGresult *test_sql(const char *sql) {
+    PGconn *c = PQconnectdb(url());
+    PGresult *r = PQexec(c, sql);
+    PQfinish(c);
+    return r;
+}
+
 /* Spool a one-page document with n chunks (not committed). */
 static int spool_doc(store *s, unsigned seed, const char *path, int n, const char *word) {
     char sha[65];
@@ -75,6 +83,10 @@ TEST(collection_names) {
     CHECK(store_collection_db("/var/lib/mmrag", "Bad-Name", b, sizeof b) == 0);
     CHECK(!strcmp(b, "/var/lib/mmrag/Bad-Name"));
     CHECK(store_is_url("postgresql://x/y") && store_is_url("postgres://x") && !store_is_url("./.mmrag"));
+    CHECK(store_collection_of("postgres://h/db?sslmode=disable&collection=abc_1", b, sizeof b) == 0 && !strcmp(b, "abc_1"));
+    CHECK(store_collection_of("postgres://h/db", b, sizeof b) == 0 && !strcmp(b, "default"));
+    CHECK(store_collection_of("postgres://h/db?collection=Bad", b, sizeof b) == -1);
+    CHECK(store_collection_of("/var/lib/mmrag", b, sizeof b) == -1);
     NEED_PG();
     char u[600];
     snprintf(u, sizeof u, "%s%scollection=Robert'); DROP", url(), strchr(url(), '?') ? "&" : "?");
@@ -179,14 +191,12 @@ TEST(knn_in_the_database_matches_exact_search) {
     }
     CHECK_MSG(hits >= Q * K * 9 / 10, "recall@10 %.3f", hits / (double)(Q * K));
     /* the planner uses the HNSW index for it */
-    PGconn *c = PQconnectdb(url());
     char sql[512];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM pg_indexes WHERE schemaname = 'mmrag_p%d_knn'"
              " AND indexdef LIKE '%%hnsw%%vector(32)%%'", (int)getpid());
-    PGresult *r = PQexec(c, sql);
+    PGresult *r = test_sql(sql);
     CHECK(PQresultStatus(r) == PGRES_TUPLES_OK && atoi(PQgetvalue(r, 0, 0)) == 1);
     PQclear(r);
-    PQfinish(c);
     /* a deleted document's vectors are gone from the search at once */
     CHECK(store_doc_delete(s, doc) == STORE_OK);
     store_knn_hit h[K];
@@ -247,18 +257,16 @@ TEST(image_search_lsh_candidates_rescored) {
     }
     CHECK_MSG(hits >= Q * K * 8 / 10, "recall@10 %.3f", hits / (double)(Q * K));
     printf("  image LSH (256 bits, pool 400 of %d): recall@10 %.3f\n", N, hits / (double)(Q * K));
-    PGconn *c = PQconnectdb(url());
     char sql[512];
     snprintf(sql, sizeof sql, "SET search_path TO mmrag_p%d_lsh, public; EXPLAIN SELECT owner_id FROM"
              " vectors WHERE space = 'image' AND model = 'm-img' ORDER BY (lsh::bit(256)) <~>"
              " repeat('1', 256)::bit(256) LIMIT 400", (int)getpid());
-    PGresult *r = PQexec(c, sql);
+    PGresult *r = test_sql(sql);
     int used = 0;
     for (int i = 0; PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r); i++)
         used |= strstr(PQgetvalue(r, i, 0), "vectors_lsh_") != NULL;
     CHECK_MSG(used, "the Hamming search does not use the LSH index");
     PQclear(r);
-    PQfinish(c);
     store_images_free(im, n);
     store_close(s);
 }
@@ -310,14 +318,12 @@ TEST(newer_schema_is_refused) {
     store *s = NULL;
     CHECK(store_open(u, NULL, &s, g_err, sizeof g_err) == STORE_OK);
     store_close(s);
-    PGconn *c = PQconnectdb(url());
     char sql[256];
     snprintf(sql, sizeof sql, "UPDATE \"mmrag_p%d_version\".meta SET value='999' WHERE key='schema_version'",
              (int)getpid());
-    PGresult *r = PQexec(c, sql);
+    PGresult *r = test_sql(sql);
     CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
     PQclear(r);
-    PQfinish(c);
     CHECK(store_open(u, NULL, &s, g_err, sizeof g_err) == STORE_ERR_VERSION);
     CHECK_MSG(strstr(g_err, "newer"), "%s", g_err);
 }
@@ -329,11 +335,10 @@ TEST(v1_collection_migrates) {
     store *s = NULL;
     CHECK(store_open(u, NULL, &s, g_err, sizeof g_err) == STORE_OK);
     store_close(s);
-    PGconn *c = PQconnectdb(url());
     char sql[256];
     snprintf(sql, sizeof sql, "SET search_path TO mmrag_p%d_v1; ALTER TABLE vectors DROP COLUMN lsh;"
              " UPDATE meta SET value='1' WHERE key='schema_version'", (int)getpid());
-    PGresult *r = PQexec(c, sql);
+    PGresult *r = test_sql(sql);
     CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
     PQclear(r);
     store_options o;
@@ -345,8 +350,7 @@ TEST(v1_collection_migrates) {
     snprintf(sql, sizeof sql, "SELECT (SELECT value FROM mmrag_p%d_v1.meta WHERE key='schema_version') ||"
              " (SELECT count(*) FROM information_schema.columns WHERE table_schema = 'mmrag_p%d_v1'"
              " AND table_name = 'vectors' AND column_name = 'lsh')", (int)getpid(), (int)getpid());
-    r = PQexec(c, sql);
+    r = test_sql(sql);
     CHECK(PQresultStatus(r) == PGRES_TUPLES_OK && !strcmp(PQgetvalue(r, 0, 0), "21"));
     PQclear(r);
-    PQfinish(c);
 }

@@ -72,10 +72,11 @@ static int read_url(const srv_config *cfg, const char *name, char *out, size_t l
     out[0] = 0;
     if (!cfg->db_read) return 0;
     if (name) return store_collection_db(cfg->db_read, name, out, len);
-    const char *p = strstr(cfg->db, "collection=");
-    if (!p || strstr(cfg->db_read, "collection=")) return snprintf(out, len, "%s", cfg->db_read) >= (int)len ? -1 : 0;
+    /* a standby URL that names its collection is taken as it is; so is one beside a bad
+     * --db, whose own open at start-up says what is wrong */
     char coll[64];
-    snprintf(coll, sizeof coll, "%.*s", (int)strcspn(p + 11, "&"), p + 11);
+    if (strstr(cfg->db_read, "collection=") || store_collection_of(cfg->db, coll, sizeof coll))
+        return snprintf(out, len, "%s", cfg->db_read) >= (int)len ? -1 : 0;
     return store_collection_db(cfg->db_read, coll, out, len);
 }
 
@@ -807,8 +808,10 @@ int srv_start(const srv_config *cfg, srv_server **out, char *err, size_t errlen)
         store *st = srv_coll_acquire(s->colls[i], err, errlen);
         if (!st) goto fail;
         srv_coll_release(s->colls[i], st);
-        if (s->colls[i]->read_dir[0] && srv_coll_open_read(s->colls[i], &st, err, errlen)) goto fail;
-        store_close(s->colls[i]->read_dir[0] ? st : NULL);
+        if (s->colls[i]->read_dir[0]) {   /* and the standby, when searches go there */
+            if (srv_coll_open_read(s->colls[i], &st, err, errlen)) goto fail;
+            store_close(st);
+        }
     }
     if (srv_query_init(s, err, errlen)) goto fail;
     if (srv_jobs_start(s)) { snprintf(err, errlen, "cannot start ingest workers"); goto fail; }
