@@ -478,6 +478,18 @@ static int attn_layer(struct mmrag_session *s, int l, int n, int nrot) {
     return 0;
 }
 
+/* gate = act(gate) ⊙ up for a range of rows (a pool task: in a prompt the activation
+ * covers n·n_ff values, too many for one thread while the other waits) */
+typedef struct { float *gate; const float *up; int64_t ff; int gelu; } glu_ctx;
+static void glu_rows(void *ctx, int64_t b, int64_t e, int thread) {
+    const glu_ctx *c = ctx;
+    (void)thread;
+    float *g = c->gate + b * c->ff;
+    const float *u = c->up + b * c->ff;
+    if (c->gelu) kern_geglu(g, u, g, (e - b) * c->ff);
+    else kern_swiglu(g, u, g, (e - b) * c->ff);
+}
+
 /* Feed-forward block of layer l: x += [post-norm](down · act(gate) ⊙ up). */
 static void ffn_layer(struct mmrag_session *s, int l, int n) {
     const struct mmrag_engine *e = s->e;
@@ -487,12 +499,8 @@ static void ffn_layer(struct mmrag_session *s, int l, int n) {
         kern_rmsnorm(s->x + (size_t)i * D, s->h + (size_t)i * D, D, e->norm_w[2 * l + 1], e->eps);
     linear(s, s->h, n, D, W->w_gate, NULL, FF, s->gate);
     linear(s, s->h, n, D, W->w_up, NULL, FF, s->up);
-    if (e->ffn_gelu) {
-        kern_gelu_tanh(s->gate, (int64_t)n * FF);
-        for (int64_t i = 0; i < (int64_t)n * FF; i++) s->gate[i] *= s->up[i];
-    } else {
-        kern_swiglu(s->gate, s->up, s->gate, (int64_t)n * FF);
-    }
+    glu_ctx gc = {s->gate, s->up, FF, e->ffn_gelu};
+    kern_pool_run(s->pool, n, 1, glu_rows, &gc);
     linear(s, s->gate, n, FF, W->w_down, NULL, D, s->h);
     if (W->post_ffn_norm)
         for (int i = 0; i < n; i++)

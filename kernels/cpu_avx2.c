@@ -2,6 +2,7 @@
  * of the build stays generic; kern_ops_avx2_table() hands them out only when the CPU
  * reports avx2, fma and f16c. Numerics follow cpu_ref.c (the reference). */
 #include <math.h>
+#include <string.h>
 
 #include "kernels/kern_internal.h"
 
@@ -240,8 +241,10 @@ AVX2 static inline __m128 blk_dm(const uint8_t *blk, int with_m) {
 AVX2 static inline __attribute__((always_inline)) void
 qrows_impl(kern_type T, int NR, int64_t n, const uint8_t *w, size_t wrow,
            const kern_block_q8_0 *y, const float *yds, int64_t pf_bytes, float *out) {
-    const size_t bs = T == KERN_Q8_0 ? sizeof(kern_block_q8_0)
-                    : T == KERN_Q4_0 ? sizeof(kern_block_q4_0) : sizeof(kern_block_q4_1);
+    const size_t bs = T == KERN_Q8_0 ? sizeof(kern_block_q8_0) : T == KERN_Q4_0 ? sizeof(kern_block_q4_0)
+                    : T == KERN_Q4_1 ? sizeof(kern_block_q4_1) : T == KERN_Q5_0 ? sizeof(kern_block_q5_0)
+                    : sizeof(kern_block_q5_1);
+    const int with_m = T == KERN_Q4_1 || T == KERN_Q5_1; /* unsigned quants plus a min */
     const __m256i ones16 = _mm256_set1_epi16(1);
     __m256 acc[4];
     __m128 macc[4];
@@ -261,23 +264,33 @@ qrows_impl(kern_type T, int NR, int64_t n, const uint8_t *w, size_t wrow,
 #pragma GCC unroll 4 /* acc[]/macc[] in registers, not spilled per block */
         for (int r = 0; r < NR; r++) {
             const uint8_t *blk = w + (size_t)r * wrow + (size_t)b * bs;
-            __m256i s;
-            if (T == KERN_Q4_1) {
-                s = _mm256_madd_epi16(_mm256_maddubs_epi16(nib32(blk + 4), qy), ones16);
+            __m256i s, q;
+            if (T == KERN_Q5_0 || T == KERN_Q5_1) { /* 5th bits: 4 bytes after d (and m) */
+                uint32_t qh;
+                memcpy(&qh, blk + 2 + 2 * with_m, 4);
+                q = _mm256_or_si256(nib32(blk + 6 + 2 * with_m),
+                                    _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10)));
+                if (T == KERN_Q5_0) q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+            } else if (T == KERN_Q4_1) {
+                q = nib32(blk + 4);
             } else {
-                __m256i q = T == KERN_Q8_0 ? _mm256_loadu_si256((const __m256i *)(blk + 2))
-                                           : _mm256_sub_epi8(nib32(blk + 2), _mm256_set1_epi8(8));
+                q = T == KERN_Q8_0 ? _mm256_loadu_si256((const __m256i *)(blk + 2))
+                                   : _mm256_sub_epi8(nib32(blk + 2), _mm256_set1_epi8(8));
+            }
+            if (with_m) {
+                s = _mm256_madd_epi16(_mm256_maddubs_epi16(q, qy), ones16);
+            } else {
                 /* maddubs needs an unsigned operand: |q|, and q's sign moved onto y */
                 s = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q),
                                                            _mm256_sign_epi8(qy, q)), ones16);
             }
-            __m128 p = _mm_mul_ps(blk_dm(blk, T == KERN_Q4_1), ydm); /* [d·dy, m·ys] */
+            __m128 p = _mm_mul_ps(blk_dm(blk, with_m), ydm); /* [d·dy, m·ys] */
             acc[r] = _mm256_fmadd_ps(_mm256_broadcastss_ps(p), _mm256_cvtepi32_ps(s), acc[r]);
-            if (T == KERN_Q4_1) macc[r] = _mm_add_ps(macc[r], p);
+            if (with_m) macc[r] = _mm_add_ps(macc[r], p);
         }
     }
     for (int r = 0; r < NR; r++)
-        out[r] = hsum8(acc[r]) + (T == KERN_Q4_1 ? _mm_cvtss_f32(_mm_movehdup_ps(macc[r])) : 0.0f);
+        out[r] = hsum8(acc[r]) + (with_m ? _mm_cvtss_f32(_mm_movehdup_ps(macc[r])) : 0.0f);
 }
 
 #define QROWS_FN(name, T)                                                                    \
@@ -290,13 +303,17 @@ qrows_impl(kern_type T, int NR, int64_t n, const uint8_t *w, size_t wrow,
 QROWS_FN(qrows_q8_0, KERN_Q8_0)
 QROWS_FN(qrows_q4_0, KERN_Q4_0)
 QROWS_FN(qrows_q4_1, KERN_Q4_1)
+QROWS_FN(qrows_q5_0, KERN_Q5_0)
+QROWS_FN(qrows_q5_1, KERN_Q5_1)
 
 AVX2 static void avx_qdot_rows(kern_type t, int64_t n, const void *w, size_t wrow, int nr,
                                const kern_block_q8_0 *y, const float *yds, int64_t pf_bytes,
                                float *out) {
     if (t == KERN_Q8_0) qrows_q8_0(nr, n, w, wrow, y, yds, pf_bytes, out);
     else if (t == KERN_Q4_0) qrows_q4_0(nr, n, w, wrow, y, yds, pf_bytes, out);
-    else qrows_q4_1(nr, n, w, wrow, y, yds, pf_bytes, out);
+    else if (t == KERN_Q4_1) qrows_q4_1(nr, n, w, wrow, y, yds, pf_bytes, out);
+    else if (t == KERN_Q5_0) qrows_q5_0(nr, n, w, wrow, y, yds, pf_bytes, out);
+    else qrows_q5_1(nr, n, w, wrow, y, yds, pf_bytes, out);
 }
 
 AVX2 static float avx_dot_f32(int64_t n, const float *x, const float *y) {
@@ -452,6 +469,24 @@ AVX2 static void avx_swiglu(const float *g, const float *u, float *y, int64_t n)
         __m256i m = tail_mask(n - i);
         __m256 v = _mm256_mul_ps(sigmoid_mul8(_mm256_maskload_ps(g + i, m), k), _mm256_maskload_ps(u + i, m));
         _mm256_maskstore_ps(y + i, m, v);
+    }
+}
+
+/* gelu_tanh(v) = 0.5·v·(1 + tanh(t)) = v / (1 + exp(-2t)), t = √(2/π)·(v + 0.044715·v³) */
+AVX2 static inline __m256 geglu8(__m256 v, __m256 u) {
+    const __m256 k = _mm256_set1_ps(-2.0f * 0.7978845608028654f), c = _mm256_set1_ps(0.044715f);
+    __m256 t = _mm256_fmadd_ps(_mm256_mul_ps(c, v), _mm256_mul_ps(v, v), v);
+    __m256 e = exp8(_mm256_mul_ps(k, t));
+    return _mm256_mul_ps(_mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e)), u);
+}
+
+AVX2 static void avx_geglu(const float *g, const float *u, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, geglu8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+    if (i < n) {
+        __m256i m = tail_mask(n - i);
+        _mm256_maskstore_ps(y + i, m, geglu8(_mm256_maskload_ps(g + i, m), _mm256_maskload_ps(u + i, m)));
     }
 }
 
@@ -670,6 +705,7 @@ static const kern_ops ops_avx2 = {
     .quick_gelu = avx_quick_gelu,
     .silu = avx_silu,
     .swiglu = avx_swiglu,
+    .geglu = avx_geglu,
     .add = avx_add,
     .axpy = avx_axpy,
     .scale = avx_scale,

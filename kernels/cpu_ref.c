@@ -174,6 +174,13 @@ static void ref_swiglu(const float *g, const float *u, float *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
+static void ref_geglu(const float *g, const float *u, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        float v = g[i];
+        y[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v))) * u[i];
+    }
+}
+
 static void ref_add(float *y, const float *x, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] += x[i];
 }
@@ -242,6 +249,7 @@ const kern_ops kern_ops_scalar = {
     .quick_gelu = ref_quick_gelu,
     .silu = ref_silu,
     .swiglu = ref_swiglu,
+    .geglu = ref_geglu,
     .add = ref_add,
     .axpy = ref_axpy,
     .scale = ref_scale,

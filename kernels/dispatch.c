@@ -54,17 +54,13 @@ void kern_silu(float *x, int64_t n) { kern_ops_get()->silu(x, n); }
 void kern_swiglu(const float *gate, const float *up, float *y, int64_t n) {
     kern_ops_get()->swiglu(gate, up, y, n);
 }
+void kern_geglu(const float *gate, const float *up, float *y, int64_t n) {
+    kern_ops_get()->geglu(gate, up, y, n);
+}
 void kern_add(float *y, const float *x, int64_t n) { kern_ops_get()->add(y, x, n); }
 
 /* RoPE angles in double so long positions keep their precision; rot_dim is usually small
  * (64), so the trig per pair (one sincos) is a small cost next to the projections. */
-void kern_gelu_tanh(float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = x[i];
-        x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-    }
-}
-
 void kern_rope_angles(int rot_dim, int64_t pos, float theta, float freq_scale, float *cs,
                       float *sn) {
     kern_rope_angles_ff(rot_dim, pos, theta, freq_scale, NULL, cs, sn);

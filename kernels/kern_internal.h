@@ -22,7 +22,7 @@ typedef struct {
     void (*qdot4)(kern_type t, int64_t n, const void *x, const kern_block_q8_0 *y,
                   int64_t ystride, const float *ys, float out[4]);
     /* optional (NULL: kern_linear dots row by row): nr (1..4) consecutive weight rows of
-     * type t (Q8_0, Q4_0 or Q4_1; row stride wrow bytes) against one q8_0 row y, with
+     * type t (Q8_0, Q4_0, Q4_1, Q5_0 or Q5_1; row stride wrow bytes) against one q8_0 row y, with
      * yds[2b] = d_y and yds[2b+1] = d_y·Σ y.qs per block; the weight bytes that follow
      * the rows (pf_bytes of them) are prefetched: decoding streams W from DRAM */
     void (*qdot_rows)(kern_type t, int64_t n, const void *w, size_t wrow, int nr,
@@ -51,6 +51,8 @@ typedef struct {
     void (*quick_gelu)(float *x, int64_t n);
     void (*silu)(float *x, int64_t n);
     void (*swiglu)(const float *g, const float *u, float *y, int64_t n);
+    /* y = gelu_tanh(g)·u (Gemma's FFN) */
+    void (*geglu)(const float *g, const float *u, float *y, int64_t n);
     void (*add)(float *y, const float *x, int64_t n);
     /* y += a * x (attention's weighted V sum) */
     void (*axpy)(float *y, float a, const float *x, int64_t n);

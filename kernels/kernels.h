@@ -131,7 +131,7 @@ void kern_gelu(float *x, int64_t n);        /* exact, erf-based (BERT, HF CLIP "
 void kern_quick_gelu(float *x, int64_t n);  /* x·σ(1.702x) (OpenAI CLIP) */
 void kern_silu(float *x, int64_t n);
 /* GELU, tanh approximation (Gemma's FFN): 0.5x(1 + tanh(√(2/π)(x + 0.044715x³))) */
-void kern_gelu_tanh(float *x, int64_t n);
+void kern_geglu(const float *gate, const float *up, float *y, int64_t n); /* gelu_tanh(g)·u */
 void kern_swiglu(const float *gate, const float *up, float *y, int64_t n); /* silu(g)·u */
 void kern_add(float *y, const float *x, int64_t n);                       /* y += x */
 

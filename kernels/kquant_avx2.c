@@ -22,15 +22,6 @@ AVX2 static inline __m256i nibbles32(const uint8_t *qs) {
                                    _mm_and_si128(_mm_srli_epi16(b, 4), m), 1);
 }
 
-/* byte j = 0xFF where bit j of x is set */
-AVX2 static inline __m256i bits_to_bytes(uint32_t x) {
-    const __m256i shuf = _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL,
-                                            0x0303030303030303LL);
-    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)x), shuf);
-    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
-}
-
 /* Σ of 32 u8·s8 products as 8 int32 lanes */
 AVX2 static inline __m256i udot(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
@@ -247,8 +238,37 @@ AVX2 static void q6k_to_f32(const kern_block_q6_K *x, float *dst, int64_t n) {
     }
 }
 
+/* Q5_0: d·(q - 16); Q5_1: d·q + m (multiply, then add: bit exact with the reference) */
+AVX2 static void q5_to_f32(int one, const void *src, float *dst, int64_t n) {
+    const __m256i h16 = _mm256_set1_epi8(0x10);
+    for (int64_t b = 0; b < n / KERN_QK; b++, dst += KERN_QK) {
+        const uint8_t *qh4, *qs;
+        float d, m = 0;
+        if (one) {
+            const kern_block_q5_1 *x = (const kern_block_q5_1 *)src + b;
+            qh4 = x->qh, qs = x->qs, d = h2f(x->d), m = h2f(x->m);
+        } else {
+            const kern_block_q5_0 *x = (const kern_block_q5_0 *)src + b;
+            qh4 = x->qh, qs = x->qs, d = h2f(x->d);
+        }
+        uint32_t qh;
+        memcpy(&qh, qh4, 4);
+        __m256i q = _mm256_or_si256(nibbles32(qs), _mm256_and_si256(bits_to_bytes(qh), h16));
+        if (!one) q = _mm256_sub_epi8(q, h16);
+        __m256 dv = _mm256_set1_ps(d), mv = _mm256_set1_ps(m);
+        __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+        __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+        for (int p = 0; p < 4; p++) {
+            __m256 v = _mm256_mul_ps(dv, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[p])));
+            _mm256_storeu_ps(dst + 8 * p, one ? _mm256_add_ps(v, mv) : v);
+        }
+    }
+}
+
 AVX2 void kern_kq_to_f32_avx2(kern_type t, const void *src, float *dst, int64_t n) {
     switch (t) {
+    case KERN_Q5_0: q5_to_f32(0, src, dst, n); return;
+    case KERN_Q5_1: q5_to_f32(1, src, dst, n); return;
     case KERN_Q4_K: q45k_to_f32(0, src, dst, n); return;
     case KERN_Q5_K: q45k_to_f32(1, src, dst, n); return;
     case KERN_Q6_K: q6k_to_f32(src, dst, n); return;

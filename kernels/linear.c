@@ -327,7 +327,14 @@ void kern_linear_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_t 
             return;
         }
         break;
-    case KERN_Q5_0: case KERN_Q5_1: case KERN_Q2_K: case KERN_Q3_K: case KERN_Q4_K:
+    case KERN_Q5_0: case KERN_Q5_1:
+        /* decoding: the row-group kernel (q8_0 X, as the Q5 dots take it) when the path has one */
+        if (n < 4 && ops->qdot_rows && in % KERN_QK == 0) {
+            linear_quant(ops, p, X, n, in, W, wtype, bias, out, Y);
+            return;
+        }
+        /* fall through */
+    case KERN_Q2_K: case KERN_Q3_K: case KERN_Q4_K:
     case KERN_Q5_K: case KERN_Q6_K:
         if (in % kern_type_block_elems(wtype) == 0) {
             linear_kq(ops, p, X, n, in, W, wtype, bias, out, Y);

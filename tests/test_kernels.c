@@ -314,6 +314,9 @@ typedef void (*unary_fn)(float *, int64_t);
 static double ref_gelu(double x) { return 0.5 * x * (1 + erf(x / sqrt(2.0))); }
 static double ref_qgelu(double x) { return x / (1 + exp(-1.702 * x)); }
 static double ref_silu(double x) { return x / (1 + exp(-x)); }
+static double ref_gelu_tanh(double x) {
+    return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
 
 static int check_unary(const char *name, unary_fn f, double (*ref)(double), float lo, float hi) {
     for (int s = 0; s < NSIZES; s++) {
@@ -360,6 +363,14 @@ TEST(swiglu_add) {
             for (int64_t i = 0; i < n; i++) r[i] = ref_silu(g[i]) * u[i];
             paths[p]->swiglu(g, u, y, n);
             CHECK(max_abs_diff(y, r, n) <= 1e-5);
+            for (int64_t i = 0; i < n; i++) r[i] = ref_gelu_tanh(g[i]) * u[i];
+            paths[p]->geglu(g, u, y, n);
+            CHECK(max_abs_diff(y, r, n) <= 1e-5);
+            float *g2 = rnd_vec(n, -60, 60); /* far tails: exact 0 / identity, never NaN */
+            for (int64_t i = 0; i < n; i++) r[i] = ref_gelu_tanh(g2[i]) * u[i];
+            paths[p]->geglu(g2, u, y, n);
+            CHECK(max_abs_diff(y, r, n) <= 1e-4);
+            free(g2);
             for (int64_t i = 0; i < n; i++) r[i] = (float)(y[i] + u[i]);
             paths[p]->add(y, u, n);
             CHECK(max_abs_diff(y, r, n) == 0);
