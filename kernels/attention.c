@@ -1,6 +1,9 @@
-/* CPU attention: one work item per (query, head) on the pool: scores by dot products
- * (four keys per pass), softmax, weighted sum of V rows with register accumulators.
- * Grouped-query heads share K/V rows.
+/* CPU attention. Few queries (decoding): one work item per (query, head) on the pool:
+ * scores by dot products (four keys per pass), softmax, weighted sum of V rows with
+ * register accumulators. Many queries (encoders, prompts): one item per (head, block of
+ * ATT_QB queries); the head's K is packed transposed and its V contiguous once per item
+ * range, and register tiles compute 4 queries × 16 keys and 2 queries × 32 values at a
+ * time (each K/V load serves several queries). Grouped-query heads share K/V rows.
  * (A schedule with two sgemm calls per head block was measured too: ~1.5x faster on one
  * quiet core, but OpenBLAS's own threads collide with the pool's and it fell to 0.2x
  * under load, so the pool-only schedule stays.) */
@@ -16,6 +19,7 @@ typedef struct {
     float *out;
     int q_stride, kv_stride, out_stride, n_kv, n_heads, group, head_dim, causal;
     int64_t q_pos0;
+    int n_q; /* tiled schedule only */
 } attn_ctx;
 
 static void attn_range(void *ctx, int64_t b, int64_t e, int thread) {
@@ -47,7 +51,7 @@ void kern_attention_rows_ops(const kern_ops *ops, kern_pool *p, const float *Q, 
     if (n_q <= 0 || n_heads <= 0 || head_dim <= 0) return;
     if (n_kv_heads <= 0 || n_heads % n_kv_heads) n_kv_heads = n_heads; /* invalid: no GQA */
     attn_ctx c = {ops, Q, K, V, out, q_stride, kv_stride, out_stride, n_kv, n_heads,
-                  n_heads / n_kv_heads, head_dim, causal, q_pos0};
+                  n_heads / n_kv_heads, head_dim, causal, q_pos0, n_q};
     int64_t items = (int64_t)n_q * n_heads;
     /* grain: aim for ~64k multiply-adds per range */
     int64_t work = (int64_t)(n_kv > 0 ? n_kv : 1) * head_dim * 2;
@@ -55,12 +59,80 @@ void kern_attention_rows_ops(const kern_ops *ops, kern_pool *p, const float *Q, 
     kern_pool_run(p, items, grain, attn_range, &c);
 }
 
+#define ATT_QB 32 /* queries per tiled work item */
+
+/* keys visible to query i: all of them, or (causal) those at positions <= q_pos0 + i */
+static int64_t att_lim(const attn_ctx *c, int64_t i) {
+    int64_t lim = c->n_kv;
+    if (c->causal && c->q_pos0 + i + 1 < lim) lim = c->q_pos0 + i + 1;
+    return lim < 0 ? 0 : lim;
+}
+
+/* KT[k][j] = K[j][k] and Vp[j] = V[j] for kv head g, zero past n_kv up to npad */
+static void att_pack(const attn_ctx *c, int g, int64_t npad, float *KT, float *Vp) {
+    int64_t d = c->head_dim;
+    memset(KT, 0, (size_t)(d * npad) * sizeof *KT);
+    memset(Vp + c->n_kv * d, 0, (size_t)((npad - c->n_kv) * d) * sizeof *Vp);
+    for (int64_t j = 0; j < c->n_kv; j++) {
+        const float *k = c->K + j * c->kv_stride + g * d, *v = c->V + j * c->kv_stride + g * d;
+        for (int64_t t = 0; t < d; t++) KT[t * npad + j] = k[t];
+        memcpy(Vp + j * d, v, (size_t)d * sizeof *Vp);
+    }
+}
+
+static void attn_tiled_range(void *ctx, int64_t b, int64_t e, int thread) {
+    const attn_ctx *c = ctx;
+    int64_t d = c->head_dim, npad = (c->n_kv + 7) & ~7, nqb = (c->n_q + ATT_QB - 1) / ATT_QB;
+    float *KT = malloc((size_t)((2 * d + ATT_QB) * npad) * sizeof *KT);
+    if (!KT) { /* out of memory: these items through the row schedule (a score row each) */
+        for (int64_t it = b; it < e; it++) {
+            int64_t h = it / nqb, q0 = (it % nqb) * ATT_QB, q1 = q0 + ATT_QB < c->n_q ? q0 + ATT_QB : c->n_q;
+            for (int64_t i = q0; i < q1; i++)
+                attn_range((void *)c, i * c->n_heads + h, i * c->n_heads + h + 1, thread);
+        }
+        return;
+    }
+    float *Vp = KT + d * npad, *S = Vp + d * npad, scale = 1.0f / sqrtf((float)d);
+    int packed = -1;
+    for (int64_t it = b; it < e; it++) {
+        int h = (int)(it / nqb), g = h / c->group;
+        int64_t q0 = (it % nqb) * ATT_QB, q1 = q0 + ATT_QB < c->n_q ? q0 + ATT_QB : c->n_q;
+        if (g != packed) att_pack(c, g, npad, KT, Vp), packed = g;
+        int64_t nk = (att_lim(c, q1 - 1) + 7) & ~7; /* the block's widest row, padded */
+        const float *Q = c->Q + q0 * c->q_stride + (int64_t)h * d;
+        for (int64_t r = 0; r < q1 - q0; r += 4) {
+            int nr = q1 - q0 - r < 4 ? (int)(q1 - q0 - r) : 4;
+            if (nk) c->ops->qk_tile(Q + r * c->q_stride, c->q_stride, nr, KT, npad, nk, d, scale, S + r * npad, npad);
+        }
+        for (int64_t i = q0; i < q1; i++) { /* softmax over the visible keys, zeros after */
+            float *row = S + (i - q0) * npad;
+            int64_t lim = att_lim(c, i);
+            if (lim > 0) c->ops->softmax(row, lim);
+            if (nk > lim) memset(row + lim, 0, (size_t)(nk - lim) * sizeof *row);
+        }
+        float *O = c->out + q0 * c->out_stride + (int64_t)h * d;
+        for (int64_t r = 0; r < q1 - q0; r += 2) {
+            int nr = q1 - q0 - r < 2 ? (int)(q1 - q0 - r) : 2;
+            c->ops->pv_tile(S + r * npad, npad, nr, Vp, nk, d, O + r * c->out_stride, c->out_stride);
+        }
+    }
+    free(KT);
+}
+
 void kern_attention_ops(const kern_ops *ops, kern_pool *p, const float *Q, int q_stride,
                         const float *K, const float *V, int kv_stride, float *out,
                         int out_stride, int n_q, int n_kv, int n_heads, int n_kv_heads,
                         int head_dim, int causal, int64_t q_pos0) {
-    kern_attention_rows_ops(ops, p, Q, q_stride, K, V, kv_stride, out, out_stride, n_q, n_kv,
-                            n_heads, n_kv_heads, head_dim, causal, q_pos0);
+    if (n_q < 8 || n_kv < 8 || head_dim % 8 || n_heads <= 0 || !ops->qk_tile) {
+        kern_attention_rows_ops(ops, p, Q, q_stride, K, V, kv_stride, out, out_stride, n_q, n_kv,
+                                n_heads, n_kv_heads, head_dim, causal, q_pos0);
+        return;
+    }
+    if (n_kv_heads <= 0 || n_heads % n_kv_heads) n_kv_heads = n_heads; /* invalid: no GQA */
+    attn_ctx c = {ops, Q, K, V, out, q_stride, kv_stride, out_stride, n_kv, n_heads,
+                  n_heads / n_kv_heads, head_dim, causal, q_pos0, n_q};
+    /* items ordered head-major, so a range packs each head once */
+    kern_pool_run(p, (int64_t)n_heads * ((n_q + ATT_QB - 1) / ATT_QB), 1, attn_tiled_range, &c);
 }
 
 void kern_attention(kern_pool *p, const float *Q, int q_stride, const float *K, const float *V,

@@ -614,6 +614,115 @@ AVX2 static void avx_wsum_rows(const float *p, const float *V, int64_t stride, i
     avx_wsum_acc(p, V, stride, n, d, 0.0f, out);
 }
 
+/* up to 4 query rows (NR) × 16 keys from column j, or 8 when W is 8; accumulators named
+ * one by one (with arrays GCC -O2 kept them in memory) */
+#define QK_STEP(q, a, b)                                                                     \
+    do {                                                                                     \
+        a = _mm256_fmadd_ps(q, k0, a);                                                       \
+        if (W == 16) b = _mm256_fmadd_ps(q, k1, b);                                          \
+    } while (0)
+#define QK_STORE(r, a, b)                                                                    \
+    do {                                                                                     \
+        _mm256_storeu_ps(S + (r) * s_stride + j, _mm256_mul_ps(a, scale));                   \
+        if (W == 16) _mm256_storeu_ps(S + (r) * s_stride + j + 8, _mm256_mul_ps(b, scale));  \
+    } while (0)
+AVX2 static inline __attribute__((always_inline)) void
+qk_impl(int NR, int W, const float *Q, int64_t q_stride, const float *KT, int64_t ldk, int64_t j,
+        int64_t d, __m256 scale, float *S, int64_t s_stride) {
+    __m256 a0 = _mm256_setzero_ps(), b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0, b3 = a0;
+    const float *q0 = Q, *q1 = Q + q_stride, *q2 = q1 + q_stride, *q3 = q2 + q_stride;
+    for (int64_t k = 0; k < d; k++) {
+        const float *kt = KT + k * ldk + j;
+        __m256 k0 = _mm256_loadu_ps(kt), k1 = W == 16 ? _mm256_loadu_ps(kt + 8) : k0;
+        QK_STEP(_mm256_broadcast_ss(q0 + k), a0, b0);
+        if (NR > 1) QK_STEP(_mm256_broadcast_ss(q1 + k), a1, b1);
+        if (NR > 2) QK_STEP(_mm256_broadcast_ss(q2 + k), a2, b2);
+        if (NR > 3) QK_STEP(_mm256_broadcast_ss(q3 + k), a3, b3);
+    }
+    QK_STORE(0, a0, b0);
+    if (NR > 1) QK_STORE(1, a1, b1);
+    if (NR > 2) QK_STORE(2, a2, b2);
+    if (NR > 3) QK_STORE(3, a3, b3);
+}
+#undef QK_STEP
+#undef QK_STORE
+
+#define QK_ROWS(NR)                                                                          \
+    do {                                                                                     \
+        int64_t j = 0;                                                                       \
+        for (; j + 16 <= n; j += 16) qk_impl(NR, 16, Q, q_stride, KT, ldk, j, d, sv, S, s_stride); \
+        for (; j < n; j += 8) qk_impl(NR, 8, Q, q_stride, KT, ldk, j, d, sv, S, s_stride);   \
+    } while (0)
+
+AVX2 static void avx_qk_tile(const float *Q, int64_t q_stride, int nr, const float *KT,
+                             int64_t ldk, int64_t n, int64_t d, float scale, float *S,
+                             int64_t s_stride) {
+    __m256 sv = _mm256_set1_ps(scale);
+    switch (nr) {
+    case 4: QK_ROWS(4); break;
+    case 3: QK_ROWS(3); break;
+    case 2: QK_ROWS(2); break;
+    default: QK_ROWS(1); break;
+    }
+}
+#undef QK_ROWS
+
+/* rows r0 (and r1 when two) of P × 32 output columns (dc..) of V; accumulators named one
+ * by one: with arrays GCC -O2 kept them in memory */
+AVX2 static inline __attribute__((always_inline)) void
+pv_32(int two, const float *p0, const float *p1, const float *Vp, int64_t n, int64_t d, int64_t dc,
+      float *o0, float *o1) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    for (int64_t j = 0; j < n; j++) {
+        const float *vr = Vp + j * d + dc;
+        __m256 v0 = _mm256_loadu_ps(vr), v1 = _mm256_loadu_ps(vr + 8);
+        __m256 v2 = _mm256_loadu_ps(vr + 16), v3 = _mm256_loadu_ps(vr + 24);
+        __m256 x = _mm256_broadcast_ss(p0 + j);
+        a0 = _mm256_fmadd_ps(x, v0, a0), a1 = _mm256_fmadd_ps(x, v1, a1);
+        a2 = _mm256_fmadd_ps(x, v2, a2), a3 = _mm256_fmadd_ps(x, v3, a3);
+        if (two) {
+            __m256 y = _mm256_broadcast_ss(p1 + j);
+            b0 = _mm256_fmadd_ps(y, v0, b0), b1 = _mm256_fmadd_ps(y, v1, b1);
+            b2 = _mm256_fmadd_ps(y, v2, b2), b3 = _mm256_fmadd_ps(y, v3, b3);
+        }
+    }
+    _mm256_storeu_ps(o0 + dc, a0), _mm256_storeu_ps(o0 + dc + 8, a1);
+    _mm256_storeu_ps(o0 + dc + 16, a2), _mm256_storeu_ps(o0 + dc + 24, a3);
+    if (two) {
+        _mm256_storeu_ps(o1 + dc, b0), _mm256_storeu_ps(o1 + dc + 8, b1);
+        _mm256_storeu_ps(o1 + dc + 16, b2), _mm256_storeu_ps(o1 + dc + 24, b3);
+    }
+}
+
+/* the same for 8 columns */
+AVX2 static inline __attribute__((always_inline)) void
+pv_8(int two, const float *p0, const float *p1, const float *Vp, int64_t n, int64_t d, int64_t dc,
+     float *o0, float *o1) {
+    __m256 a = _mm256_setzero_ps(), b = a;
+    for (int64_t j = 0; j < n; j++) {
+        __m256 v = _mm256_loadu_ps(Vp + j * d + dc);
+        a = _mm256_fmadd_ps(_mm256_broadcast_ss(p0 + j), v, a);
+        if (two) b = _mm256_fmadd_ps(_mm256_broadcast_ss(p1 + j), v, b);
+    }
+    _mm256_storeu_ps(o0 + dc, a);
+    if (two) _mm256_storeu_ps(o1 + dc, b);
+}
+
+AVX2 static void avx_pv_tile(const float *P, int64_t p_stride, int nr, const float *Vp, int64_t n,
+                             int64_t d, float *O, int64_t o_stride) {
+    const float *p1 = P + p_stride;
+    float *o1 = O + o_stride;
+    int64_t dc = 0;
+    for (; dc + 32 <= d; dc += 32) {
+        if (nr == 2) pv_32(1, P, p1, Vp, n, d, dc, O, o1);
+        else pv_32(0, P, P, Vp, n, d, dc, O, O);
+    }
+    for (; dc < d; dc += 8) {
+        if (nr == 2) pv_8(1, P, p1, Vp, n, d, dc, O, o1);
+        else pv_8(0, P, P, Vp, n, d, dc, O, O);
+    }
+}
+
 AVX2 static float avx_softmax_step(float *x, int64_t n, float *m) {
     __m256 mv = _mm256_set1_ps(*m);
     int64_t i = 0;
@@ -710,6 +819,8 @@ static const kern_ops ops_avx2 = {
     .axpy = avx_axpy,
     .scale = avx_scale,
     .dot_rows = avx_dot_rows,
+    .qk_tile = avx_qk_tile,
+    .pv_tile = avx_pv_tile,
     .wsum_rows = avx_wsum_rows,
     .softmax_step = avx_softmax_step,
     .wsum_acc = avx_wsum_acc,

@@ -204,6 +204,25 @@ static void ref_wsum_rows(const float *p, const float *V, int64_t stride, int64_
     for (int64_t j = 0; j < n; j++) ref_axpy(out, p[j], V + j * stride, d);
 }
 
+static void ref_qk_tile(const float *Q, int64_t q_stride, int nr, const float *KT, int64_t ldk,
+                        int64_t n, int64_t d, float scale, float *S, int64_t s_stride) {
+    for (int r = 0; r < nr; r++)
+        for (int64_t j = 0; j < n; j++) {
+            float a = 0;
+            for (int64_t k = 0; k < d; k++) a += Q[r * q_stride + k] * KT[k * ldk + j];
+            S[r * s_stride + j] = a * scale;
+        }
+}
+
+static void ref_pv_tile(const float *P, int64_t p_stride, int nr, const float *Vp, int64_t n,
+                        int64_t d, float *O, int64_t o_stride) {
+    for (int r = 0; r < nr; r++) {
+        float *o = O + r * o_stride;
+        for (int64_t i = 0; i < d; i++) o[i] = 0;
+        for (int64_t j = 0; j < n; j++) ref_axpy(o, P[r * p_stride + j], Vp + j * d, d);
+    }
+}
+
 static float ref_softmax_step(float *x, int64_t n, float *m) {
     float mx = *m;
     for (int64_t i = 0; i < n; i++) mx = fmaxf(mx, x[i]);
@@ -256,6 +275,8 @@ const kern_ops kern_ops_scalar = {
     .dot_rows = ref_dot_rows,
     .wsum_rows = ref_wsum_rows,
     .softmax_step = ref_softmax_step,
+    .qk_tile = ref_qk_tile,
+    .pv_tile = ref_pv_tile,
     .wsum_acc = ref_wsum_acc,
     .i8_quantize_row = kern_i8_quantize_row_ref,
     .i8_tile = kern_i8_tile_ref,

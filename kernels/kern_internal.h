@@ -63,6 +63,14 @@ typedef struct {
                      float scale, float *out);
     void (*wsum_rows)(const float *p, const float *V, int64_t stride, int64_t n, int64_t d,
                       float *out);
+    /* tiled attention (many queries, kernels/attention.c): S[r][0..n) = scale · q_r·Kᵀ for
+     * nr (1..4) query rows Q + r·q_stride against K packed transposed, KT[k·ldk + j]
+     * (n % 8 == 0); and O[r][0..d) = Σ_j P[r][j]·Vp[j·d ..] for nr (1..2) rows of P
+     * against V packed row by row (d % 8 == 0) */
+    void (*qk_tile)(const float *Q, int64_t q_stride, int nr, const float *KT, int64_t ldk,
+                    int64_t n, int64_t d, float scale, float *S, int64_t s_stride);
+    void (*pv_tile)(const float *P, int64_t p_stride, int nr, const float *Vp, int64_t n,
+                    int64_t d, float *O, int64_t o_stride);
     /* online softmax over one block: m_new = max(*m, max x); x[i] = exp(x[i] - m_new)
      * (-inf entries give 0); *m = m_new; returns Σ x. All -inf (and *m == -inf): x is
      * zeroed, *m stays, returns 0. */
