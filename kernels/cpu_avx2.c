@@ -2,6 +2,7 @@
  * of the build stays generic; kern_ops_avx2_table() hands them out only when the CPU
  * reports avx2, fma and f16c. Numerics follow cpu_ref.c (the reference). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/kern_internal.h"
@@ -787,47 +788,53 @@ AVX2 static void avx_wsum_acc(const float *p, const float *V, int64_t stride, in
     }
 }
 
-static const kern_ops ops_avx2 = {
-    .name = "avx2",
-    .dot_q8_0_q8_0 = avx_dot_q8_0_q8_0,
-    .dot_q4_0_q8_0 = avx_dot_q4_0_q8_0,
-    .dot_q4_1_q8_0 = avx_dot_q4_1_q8_0,
-    .dot_q4_1_q8_0s = avx_dot_q4_1_q8_0s,
-    .qdot4 = avx_qdot4,
-    .qdot_rows = avx_qdot_rows,
-    .dot_f32 = avx_dot_f32,
-    .dot_f16_f32 = avx_dot_f16_f32,
-    .dot_bf16_f32 = avx_dot_bf16_f32,
-    .quantize_q8_0 = avx_quantize_q8_0,
-    .fp16_to_f32 = avx_fp16_to_f32,
-    .q8_0_to_f32 = avx_q8_0_to_f32,
-    .q4_0_to_f32 = avx_q4_0_to_f32,
-    .q4_1_to_f32 = avx_q4_1_to_f32,
-    .quantize_q8_K = kern_kq_quantize_q8_K_avx2,
-    .dot_q5_q8_0 = kern_kq_dot_q5_avx2,
-    .dot_kq = kern_kq_dot_avx2,
-    .kq_to_f32 = kern_kq_to_f32_avx2,
-    .softmax = avx_softmax,
-    .layernorm = avx_layernorm,
-    .rmsnorm = avx_rmsnorm,
-    .gelu = avx_gelu,
-    .quick_gelu = avx_quick_gelu,
-    .silu = avx_silu,
-    .swiglu = avx_swiglu,
-    .geglu = avx_geglu,
-    .add = avx_add,
-    .axpy = avx_axpy,
-    .scale = avx_scale,
-    .dot_rows = avx_dot_rows,
-    .qk_tile = avx_qk_tile,
-    .pv_tile = avx_pv_tile,
-    .wsum_rows = avx_wsum_rows,
-    .softmax_step = avx_softmax_step,
-    .wsum_acc = avx_wsum_acc,
-    .i8_quantize_row = kern_i8_quantize_row_avx2,
-    .i8_tile = kern_i8_tile_avx2,
-    .i8_dequant = kern_i8_dequant_avx2,
-};
+/* the AVX2 table; CPUs with VNNI get vpdpbusd in the int8 tile (the same integers) */
+#define OPS_AVX2(name_, tile_)                                                            \
+    {                                                                                      \
+    .name = name_,                                                                         \
+    .dot_q8_0_q8_0 = avx_dot_q8_0_q8_0,                                                    \
+    .dot_q4_0_q8_0 = avx_dot_q4_0_q8_0,                                                    \
+    .dot_q4_1_q8_0 = avx_dot_q4_1_q8_0,                                                    \
+    .dot_q4_1_q8_0s = avx_dot_q4_1_q8_0s,                                                  \
+    .qdot4 = avx_qdot4,                                                                    \
+    .qdot_rows = avx_qdot_rows,                                                            \
+    .dot_f32 = avx_dot_f32,                                                                \
+    .dot_f16_f32 = avx_dot_f16_f32,                                                        \
+    .dot_bf16_f32 = avx_dot_bf16_f32,                                                      \
+    .quantize_q8_0 = avx_quantize_q8_0,                                                    \
+    .fp16_to_f32 = avx_fp16_to_f32,                                                        \
+    .q8_0_to_f32 = avx_q8_0_to_f32,                                                        \
+    .q4_0_to_f32 = avx_q4_0_to_f32,                                                        \
+    .q4_1_to_f32 = avx_q4_1_to_f32,                                                        \
+    .quantize_q8_K = kern_kq_quantize_q8_K_avx2,                                           \
+    .dot_q5_q8_0 = kern_kq_dot_q5_avx2,                                                    \
+    .dot_kq = kern_kq_dot_avx2,                                                            \
+    .kq_to_f32 = kern_kq_to_f32_avx2,                                                      \
+    .softmax = avx_softmax,                                                                \
+    .layernorm = avx_layernorm,                                                            \
+    .rmsnorm = avx_rmsnorm,                                                                \
+    .gelu = avx_gelu,                                                                      \
+    .quick_gelu = avx_quick_gelu,                                                          \
+    .silu = avx_silu,                                                                      \
+    .swiglu = avx_swiglu,                                                                  \
+    .geglu = avx_geglu,                                                                    \
+    .add = avx_add,                                                                        \
+    .axpy = avx_axpy,                                                                      \
+    .scale = avx_scale,                                                                    \
+    .dot_rows = avx_dot_rows,                                                              \
+    .qk_tile = avx_qk_tile,                                                                \
+    .pv_tile = avx_pv_tile,                                                                \
+    .wsum_rows = avx_wsum_rows,                                                            \
+    .softmax_step = avx_softmax_step,                                                      \
+    .wsum_acc = avx_wsum_acc,                                                              \
+    .i8_quantize_row = kern_i8_quantize_row_avx2,                                          \
+    .i8_tile = tile_,                                                                      \
+    .i8_dequant = kern_i8_dequant_avx2,                                                    \
+    }
+static const kern_ops ops_avx2 = OPS_AVX2("avx2", kern_i8_tile_avx2);
+static const kern_ops ops_avx2_vnni = OPS_AVX2("avx2+vnni", kern_i8_tile_vnni);
+static const kern_ops ops_avx2_avxvnni = OPS_AVX2("avx2+avxvnni", kern_i8_tile_avxvnni);
+#undef OPS_AVX2
 
 /* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no "f16c". */
 static int has_f16c(void) {
@@ -835,12 +842,21 @@ static int has_f16c(void) {
     return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
 }
 
-const kern_ops *kern_ops_avx2_table(void) {
+static int avx2_ok(void) {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c())
-        return &ops_avx2;
-    return NULL;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && has_f16c();
 }
+
+const kern_ops *kern_ops_avx2_table(void) {
+    const char *e = getenv("MMRAG_SIMD");
+    if (!avx2_ok()) return NULL;
+    if (e && strcmp(e, "avx2") == 0) return &ops_avx2;
+    int v = kern_i8_vnni_kind();
+    return v == 1 ? &ops_avx2_vnni : v == 2 ? &ops_avx2_avxvnni : &ops_avx2;
+}
+
+const kern_ops *kern_ops_avx2_plain_table(void) { return avx2_ok() ? &ops_avx2 : NULL; }
 #else
 const kern_ops *kern_ops_avx2_table(void) { return NULL; }
+const kern_ops *kern_ops_avx2_plain_table(void) { return NULL; }
 #endif

@@ -2,14 +2,15 @@
  * they must match bit for bit). The tile is 4 X rows × 16 channels: 8 int32 accumulators;
  * per 4 inputs, two 32-byte weight loads and four 4-byte activation broadcasts feed
  * vpmaddubsw (u8·s8 pairs → int16, never saturating: kern_internal.h) and vpmaddwd by 1
- * (→ int32 sums of 4). No VNNI on the target CPUs (AVX2 EPYC), so this is the pair it
- * would fuse. */
+ * (→ int32 sums of 4). CPUs with VNNI fuse the pair into vpdpbusd (kern_i8_tile_vnni:
+ * the EVEX form on AVX512-VNNI + VL, else AVX-VNNI's VEX form). */
 #include <math.h>
 #include <string.h>
 
 #include "kernels/kern_internal.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include "kernels/avx2_util.h"
@@ -70,37 +71,67 @@ AVX2 static inline __m256i bcast4(const uint8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
+/* the tile's body for one accumulate step STEP(acc, a, b) */
+#define I8_TILE_BODY(STEP)                                                                  \
+    __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00;                  \
+    __m256i c20 = c00, c21 = c00, c30 = c00, c31 = c00;                                     \
+    const uint8_t *a0 = A, *a1 = A + lda, *a2 = A + 2 * lda, *a3 = A + 3 * lda;             \
+    for (int64_t k = 0; k < kp; k += 4, B += 64) {                                          \
+        __m256i b0 = _mm256_load_si256((const __m256i *)B);                                 \
+        __m256i b1 = _mm256_load_si256((const __m256i *)(B + 32));                          \
+        __m256i a = bcast4(a0 + k);                                                         \
+        STEP(c00, a, b0);                                                                   \
+        STEP(c01, a, b1);                                                                   \
+        a = bcast4(a1 + k);                                                                 \
+        STEP(c10, a, b0);                                                                   \
+        STEP(c11, a, b1);                                                                   \
+        a = bcast4(a2 + k);                                                                 \
+        STEP(c20, a, b0);                                                                   \
+        STEP(c21, a, b1);                                                                   \
+        a = bcast4(a3 + k);                                                                 \
+        STEP(c30, a, b0);                                                                   \
+        STEP(c31, a, b1);                                                                   \
+    }                                                                                       \
+    __m256i *o = (__m256i *)C;                                                              \
+    _mm256_storeu_si256(o + 0, c00);                                                        \
+    _mm256_storeu_si256(o + 1, c01);                                                        \
+    _mm256_storeu_si256(o + 2, c10);                                                        \
+    _mm256_storeu_si256(o + 3, c11);                                                        \
+    _mm256_storeu_si256(o + 4, c20);                                                        \
+    _mm256_storeu_si256(o + 5, c21);                                                        \
+    _mm256_storeu_si256(o + 6, c30);                                                        \
+    _mm256_storeu_si256(o + 7, c31);
+
 AVX2 void kern_i8_tile_avx2(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B,
                             int32_t *C) {
     const __m256i ones = _mm256_set1_epi16(1);
-    __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00;
-    __m256i c20 = c00, c21 = c00, c30 = c00, c31 = c00;
-    const uint8_t *a0 = A, *a1 = A + lda, *a2 = A + 2 * lda, *a3 = A + 3 * lda;
-    for (int64_t k = 0; k < kp; k += 4, B += 64) {
-        __m256i b0 = _mm256_load_si256((const __m256i *)B);
-        __m256i b1 = _mm256_load_si256((const __m256i *)(B + 32));
-        __m256i a = bcast4(a0 + k);
-        I8_STEP(c00, a, b0);
-        I8_STEP(c01, a, b1);
-        a = bcast4(a1 + k);
-        I8_STEP(c10, a, b0);
-        I8_STEP(c11, a, b1);
-        a = bcast4(a2 + k);
-        I8_STEP(c20, a, b0);
-        I8_STEP(c21, a, b1);
-        a = bcast4(a3 + k);
-        I8_STEP(c30, a, b0);
-        I8_STEP(c31, a, b1);
-    }
-    __m256i *o = (__m256i *)C;
-    _mm256_storeu_si256(o + 0, c00);
-    _mm256_storeu_si256(o + 1, c01);
-    _mm256_storeu_si256(o + 2, c10);
-    _mm256_storeu_si256(o + 3, c11);
-    _mm256_storeu_si256(o + 4, c20);
-    _mm256_storeu_si256(o + 5, c21);
-    _mm256_storeu_si256(o + 6, c30);
-    _mm256_storeu_si256(o + 7, c31);
+    I8_TILE_BODY(I8_STEP)
+}
+
+#define VNNI_EVEX __attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")))
+#define VNNI_VEX __attribute__((target("avx2,fma,f16c,avxvnni")))
+#define I8_STEP_EVEX(acc, a, b) acc = _mm256_dpbusd_epi32(acc, a, b)
+#define I8_STEP_VEX(acc, a, b) acc = _mm256_dpbusd_avx_epi32(acc, a, b)
+VNNI_EVEX void kern_i8_tile_vnni(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B,
+                                int32_t *C) {
+    I8_TILE_BODY(I8_STEP_EVEX)
+}
+VNNI_VEX void kern_i8_tile_avxvnni(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B,
+                              int32_t *C) {
+    I8_TILE_BODY(I8_STEP_VEX)
+}
+
+/* 1: AVX512-VNNI with VL (and the OS saving the AVX-512 state), 2: AVX-VNNI, 0: none */
+int kern_i8_vnni_kind(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE)) return 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    int evex = (c & (1u << 11)) && (b & (1u << 31)) && (b & (1u << 16));
+    unsigned lo, hi;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if (evex && (lo & 0xE6) == 0xE6) return 1; /* XMM, YMM, opmask, ZMM state enabled */
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4)) && (lo & 6) == 6) return 2;
+    return 0;
 }
 
 AVX2 void kern_i8_dequant_avx2(const int32_t *C, int mr, int nc, const float *sx,

@@ -93,8 +93,11 @@ typedef struct {
 } kern_ops;
 
 extern const kern_ops kern_ops_scalar;
-/* NULL when the compiler cannot build the AVX2 path. */
+/* NULL when the compiler cannot build the AVX2 path (or the CPU lacks it). On CPUs with
+ * AVX512-VNNI (+VL) or AVX-VNNI the table's int8 tile uses vpdpbusd ("avx2+vnni"), unless
+ * $MMRAG_SIMD is "avx2"; the plain table is the AVX2 one regardless (tests compare both). */
 const kern_ops *kern_ops_avx2_table(void);
+const kern_ops *kern_ops_avx2_plain_table(void);
 /* The table in use (decided once: CPU features and $MMRAG_SIMD). */
 const kern_ops *kern_ops_get(void);
 
@@ -144,6 +147,12 @@ void kern_i8_dequant_ref(const int32_t *C, int mr, int nc, const float *sx, cons
 void kern_i8_quantize_row_avx2(const float *x, int64_t n, int64_t kp, uint8_t *q, float *scale,
                                int32_t *zp);
 void kern_i8_tile_avx2(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
+/* the same tile with vpdpbusd, EVEX (AVX512-VNNI + VL) or VEX (AVX-VNNI) encoded: the
+ * sums are exact either way, so the same integers; kern_i8_vnni_kind says which the CPU
+ * runs (1 EVEX, 2 VEX, 0 neither) */
+void kern_i8_tile_vnni(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
+void kern_i8_tile_avxvnni(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
+int kern_i8_vnni_kind(void);
 void kern_i8_dequant_avx2(const int32_t *C, int mr, int nc, const float *sx, const int32_t *zx,
                           const float *sw, const int32_t *wsum, const float *bias, float *Y,
                           int64_t ldy);

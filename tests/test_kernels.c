@@ -30,10 +30,14 @@ static float max_abs_diff(const float *a, const double *b, int64_t n) {
 }
 
 /* the paths under test: scalar always, AVX2 when the CPU has it */
-static int n_paths(const kern_ops *paths[2]) {
+/* the scalar reference, the table in use, and the plain AVX2 table where the one in use
+ * is its VNNI variant */
+static int n_paths(const kern_ops *paths[3]) {
     paths[0] = &kern_ops_scalar;
     paths[1] = kern_ops_avx2_table();
-    return paths[1] ? 2 : 1;
+    if (!paths[1]) return 1;
+    paths[2] = kern_ops_avx2_plain_table();
+    return paths[2] != paths[1] ? 3 : 2;
 }
 
 static const int64_t SIZES[] = {1, 3, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 384, 1001};
@@ -122,7 +126,7 @@ TEST(fp16_rounding_is_nearest) {
 }
 
 TEST(fp16_bulk_paths_agree) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths);
     uint16_t *src = malloc(65536 * 2);
     float *dst = malloc(65536 * 4);
@@ -142,7 +146,7 @@ TEST(fp16_bulk_paths_agree) {
 
 /* ---- quantization and dots -------------------------------------------------- */
 TEST(quantize_q8_0_round_trip) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths);
     int64_t n = 32 * 37;
     float *x = rnd_vec(n, -3, 3), *y = malloc((size_t)n * 4);
@@ -188,7 +192,7 @@ TEST(dequantize_q4_layouts) {
 }
 
 TEST(dequantize_paths_agree) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths);
     int64_t n = 32 * 23;
     float *w = rnd_vec(n, -2, 3), *a = malloc((size_t)n * 4), *b = malloc((size_t)n * 4);
@@ -211,7 +215,7 @@ TEST(dequantize_paths_agree) {
 }
 
 TEST(quantized_dots_vs_dequantized) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths);
     const kern_type types[] = {KERN_Q8_0, KERN_Q4_0, KERN_Q4_1};
     for (int ni = 1; ni <= 40; ni += 3) {
@@ -250,7 +254,7 @@ TEST(quantized_dots_vs_dequantized) {
 }
 
 TEST(qdot4_matches_single_dots) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths);
     const kern_type types[] = {KERN_Q8_0, KERN_Q4_0, KERN_Q4_1};
     for (int ni = 1; ni <= 19; ni += 6) {
@@ -281,7 +285,7 @@ TEST(qdot4_matches_single_dots) {
 }
 
 TEST(dot_f32) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths);
     for (int s = 0; s < NSIZES; s++) {
         int64_t n = SIZES[s];
@@ -338,7 +342,7 @@ static int check_unary(const char *name, unary_fn f, double (*ref)(double), floa
 }
 
 TEST(activations) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths);
     for (int p = 0; p < np; p++) {
         CHECK(check_unary("gelu", paths[p]->gelu, ref_gelu, -8, 8));
@@ -353,7 +357,7 @@ TEST(activations) {
 }
 
 TEST(swiglu_add) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths);
     for (int p = 0; p < np; p++) {
         for (int s = 0; s < NSIZES; s++) {
@@ -380,7 +384,7 @@ TEST(swiglu_add) {
 }
 
 TEST(softmax) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths);
     for (int p = 0; p < np; p++) {
         for (int s = 0; s < NSIZES; s++) {
@@ -402,7 +406,7 @@ TEST(softmax) {
 }
 
 TEST(norms) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths);
     for (int p = 0; p < np; p++) {
         for (int s = 0; s < NSIZES; s++) {
@@ -532,7 +536,7 @@ static int check_linear(const kern_ops *ops, kern_pool *pool, kern_type t, int64
 }
 
 TEST(linear_all_types) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths);
     kern_pool *pool = kern_pool_create(3);
     const kern_type types[] = {KERN_F32, KERN_F16, KERN_BF16, KERN_Q8_0, KERN_Q4_0, KERN_Q4_1};
@@ -563,7 +567,7 @@ static void pack_panel(const int8_t *w, int64_t kp, int8_t *B) {
 /* the tile: every path's int32 sums equal the naive sums exactly, at the extremes of the
  * ranges too (the int16 pair sums of vpmaddubsw must never saturate) */
 TEST(int8_tile_exact) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths);
     const int64_t kps[] = {4, 8, 32, 384, 1536};
     for (int extreme = 0; extreme < 2; extreme++)
@@ -597,19 +601,22 @@ TEST(int8_tile_exact) {
  * (normalized error, as test-backend-ops measures quantized types: 7-bit rows of uniform
  * data give ~1e-4, random smoothing up to ~2e-3; a layout bug gives ~1) */
 static int check_linear_i8(kern_pool *pool, int64_t n, int64_t in, int64_t out, int smooth) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths), ok = 1;
     float *X = rnd_vec(n * in, -1, 1), *W = rnd_vec(out * in, -0.5f, 0.5f), *b = rnd_vec(out, -1, 1);
     float *sm = rnd_vec(in, 0.25f, 4.0f);
     kern_i8_weight *q = kern_i8_weight_create_smooth(W, out, in, smooth ? sm : NULL);
-    float *Y[2] = {malloc(sizeof(float) * (size_t)(n * out)), malloc(sizeof(float) * (size_t)(n * out))};
+    float *Y[3] = {malloc(sizeof(float) * (size_t)(n * out)), malloc(sizeof(float) * (size_t)(n * out)),
+                   malloc(sizeof(float) * (size_t)(n * out))};
     double err = 0, ref2 = 0;
     if (!q || kern_i8_weight_in(q) != in || kern_i8_weight_out(q) != out) ok = 0;
     for (int p = 0; ok && p < np; p++) ok = kern_linear_i8_ops(paths[p], pool, X, n, q, b, Y[p]) == 0;
-    if (ok && np == 2 && memcmp(Y[0], Y[1], sizeof(float) * (size_t)(n * out)) != 0) {
-        fprintf(stderr, "  int8 linear n=%ld in=%ld out=%ld: avx2 != scalar\n", (long)n, (long)in, (long)out);
-        ok = 0;
-    }
+    for (int p = 1; ok && p < np; p++)
+        if (memcmp(Y[0], Y[p], sizeof(float) * (size_t)(n * out)) != 0) {
+            fprintf(stderr, "  int8 linear n=%ld in=%ld out=%ld: %s != scalar\n", (long)n, (long)in,
+                    (long)out, paths[p]->name);
+            ok = 0;
+        }
     for (int64_t r = 0; ok && r < n; r++)
         for (int64_t o = 0; o < out; o++) {
             double ref = b[o];
@@ -622,7 +629,7 @@ static int check_linear_i8(kern_pool *pool, int64_t n, int64_t in, int64_t out, 
         ok = 0;
     }
     kern_i8_weight_free(q);
-    free(X); free(W); free(b); free(sm); free(Y[0]); free(Y[1]);
+    free(X); free(W); free(b); free(sm); free(Y[0]); free(Y[1]); free(Y[2]);
     return ok;
 }
 
@@ -640,7 +647,7 @@ TEST(int8_linear_paths_agree) {
 /* the quantizer: per-channel weight error within half a step; activation rows round-trip
  * within half a step, zero exactly (padding), both paths identical */
 TEST(int8_quantizers) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths);
     float *W = rnd_vec(5 * 37, -2, 2), row[37];
     kern_i8_weight *q = kern_i8_weight_create(W, 5, 37);
@@ -656,11 +663,11 @@ TEST(int8_quantizers) {
     for (int64_t n = 1; n < 80; n += 13) {
         float *x = rnd_vec(n, -3, 1.5f);
         x[0] = 0;
-        uint8_t qa[2][96];
-        float sc[2];
-        int32_t zp[2];
+        uint8_t qa[3][96];
+        float sc[3];
+        int32_t zp[3];
         for (int p = 0; p < np; p++) paths[p]->i8_quantize_row(x, n, 96, qa[p], &sc[p], &zp[p]);
-        CHECK(np == 1 || (memcmp(qa[0], qa[1], 96) == 0 && sc[0] == sc[1] && zp[0] == zp[1]));
+        for (int p = 1; p < np; p++) CHECK(memcmp(qa[0], qa[p], 96) == 0 && sc[0] == sc[p] && zp[0] == zp[p]);
         CHECK(qa[0][0] == zp[0] && qa[0][95] == zp[0]);
         for (int64_t i = 0; i < n; i++) CHECK(fabsf((qa[0][i] - zp[0]) * sc[0] - x[i]) <= 0.5f * sc[0] * 1.001f);
         free(x);
@@ -693,7 +700,7 @@ static void naive_attention(const float *Q, int qs, const float *K, const float 
 }
 
 TEST(attention_vs_naive) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths);
     kern_pool *pool = kern_pool_create(4);
     /* n_q, n_kv, heads, kv heads, head_dim, causal, pos0 */
@@ -730,7 +737,7 @@ TEST(attention_vs_naive) {
  * entries; an all-masked block leaves the state alone), then the weighted V sum with
  * the rescale of the running accumulator. */
 TEST(softmax_step_and_wsum_acc) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths);
     for (int p = 0; p < np; p++)
         for (int c = 0; c < 8; c++) { /* d: every slab width (64, 32, 8) and a ragged tail */
@@ -772,7 +779,7 @@ TEST(softmax_step_and_wsum_acc) {
  * by -inf, key ranges split and merged with kern_attn_merge) against naive double
  * attention, on both paths; grouped heads read their kv head's slice in place. */
 TEST(blocked_attention_vs_naive) {
-    const kern_ops *paths[2];
+    const kern_ops *paths[3];
     int np = n_paths(paths);
     /* n_q, n_kv (the queries are the last n_q positions), heads, kv heads, head_dim, block, splits */
     const int cfg[][7] = {{1, 200, 9, 3, 64, 64, 3}, {5, 70, 4, 2, 16, 16, 2}, {16, 40, 2, 1, 72, 8, 1},
@@ -913,6 +920,7 @@ TEST(dispatch_reports_path) {
     const char *e = getenv("MMRAG_SIMD");
     const char *path = kern_cpu_path();
     if (e && strcmp(e, "scalar") == 0) CHECK(strcmp(path, "scalar") == 0);
-    else CHECK(strcmp(path, kern_ops_avx2_table() ? "avx2" : "scalar") == 0);
+    else CHECK(strcmp(path, kern_ops_avx2_table() ? kern_ops_avx2_table()->name : "scalar") == 0);
+    CHECK(!kern_ops_avx2_table() || strncmp(path, "avx2", 4) == 0 || strcmp(path, "scalar") == 0);
     printf("  cpu path: %s, cuda: %s (%s)\n", path, kern_cuda_available() ? "yes" : "no", kern_cuda_device_name());
 }
