@@ -238,7 +238,7 @@ static void bench_linear_i8(void) {
             kern_i8_weight *q = kern_i8_weight_create(W, out, in);
             double tf, ti, fl = 2.0 * n * in * out;
             TIME_PAIR(tf, kern_linear(p, X, n, in, W, KERN_F32, b, out, Y),
-                      ti, kern_linear_i8(p, X, n, q, b, Y));
+                      ti, kern_linear_i8(p, X, n, q, b, NULL, Y));
             printf("  out=%-5ld in=%-5ld                    %d   %8.1f GF/s   %6.1f GF/s   %.2f\n",
                    (long)out, (long)in, th, fl / tf * 1e-9, fl / ti * 1e-9, tf / ti);
             kern_i8_weight_free(q);

@@ -15,15 +15,15 @@
 
 #include "kernels/avx2_util.h"
 
-AVX2 static inline __m256i quant8(const float *x, __m256 inv, __m256i zp) {
-    __m256 v = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(x), inv),
+AVX2 static inline __m256i quant8(const float *x, __m256 inv, __m256 u, __m256i zp) {
+    __m256 v = _mm256_round_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x), inv), u),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(v), zp);
     q = _mm256_max_epi32(q, _mm256_setzero_si256());
     return _mm256_min_epi32(q, _mm256_set1_epi32(KERN_I8_AMAX));
 }
 
-AVX2 void kern_i8_quantize_row_avx2(const float *x, int64_t n, int64_t kp, uint8_t *q,
+AVX2 void kern_i8_quantize_row_avx2(const float *x, int64_t n, int64_t kp, float u, uint8_t *q,
                                     float *scale, int32_t *zp) {
     __m256 vlo = _mm256_setzero_ps(), vhi = _mm256_setzero_ps();
     int64_t i = 0;
@@ -46,16 +46,17 @@ AVX2 void kern_i8_quantize_row_avx2(const float *x, int64_t n, int64_t kp, uint8
     kern_i8_row_params(mn, mx, scale, &inv, zp);
     const __m256 vinv = _mm256_set1_ps(inv);
     const __m256i vzp = _mm256_set1_epi32(*zp);
+    const __m256 vu = _mm256_set1_ps(u);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (i = 0; i + 32 <= n; i += 32) {
-        __m256i ab = _mm256_packs_epi32(quant8(x + i, vinv, vzp), quant8(x + i + 8, vinv, vzp));
-        __m256i cd = _mm256_packs_epi32(quant8(x + i + 16, vinv, vzp),
-                                        quant8(x + i + 24, vinv, vzp));
+        __m256i ab = _mm256_packs_epi32(quant8(x + i, vinv, vu, vzp), quant8(x + i + 8, vinv, vu, vzp));
+        __m256i cd = _mm256_packs_epi32(quant8(x + i + 16, vinv, vu, vzp),
+                                        quant8(x + i + 24, vinv, vu, vzp));
         __m256i b = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order);
         _mm256_storeu_si256((__m256i *)(q + i), b);
     }
     for (; i < n; i++) {
-        int32_t v = (int32_t)nearbyintf(x[i] * inv) + *zp;
+        int32_t v = (int32_t)nearbyintf(x[i] * inv + u) + *zp;
         q[i] = (uint8_t)(v < 0 ? 0 : v > KERN_I8_AMAX ? KERN_I8_AMAX : v);
     }
     for (; i < kp; i++) q[i] = (uint8_t)*zp;
@@ -135,10 +136,10 @@ int kern_i8_vnni_kind(void) {
 }
 
 AVX2 void kern_i8_dequant_avx2(const int32_t *C, int mr, int nc, const float *sx,
-                               const int32_t *zx, const float *sw, const int32_t *wsum,
-                               const float *bias, float *Y, int64_t ldy) {
+                               const int32_t *zx, const float *ux, const float *sw,
+                               const int32_t *wsum, const float *bias, float *Y, int64_t ldy) {
     if (nc != KERN_I8_NR) {
-        kern_i8_dequant_ref(C, mr, nc, sx, zx, sw, wsum, bias, Y, ldy);
+        kern_i8_dequant_ref(C, mr, nc, sx, zx, ux, sw, wsum, bias, Y, ldy);
         return;
     }
     for (int r = 0; r < mr; r++)
@@ -147,7 +148,11 @@ AVX2 void kern_i8_dequant_avx2(const int32_t *C, int mr, int nc, const float *sx
             __m256i z = _mm256_mullo_epi32(_mm256_set1_epi32(zx[r]),
                                            _mm256_loadu_si256((const __m256i *)(wsum + 8 * h)));
             __m256 s = _mm256_mul_ps(_mm256_set1_ps(sx[r]), _mm256_loadu_ps(sw + 8 * h));
-            __m256 v = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(acc, z)), s);
+            __m256 a = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc, z));
+            if (ux) /* multiply, then subtract: the reference's two roundings */
+                a = _mm256_sub_ps(a, _mm256_mul_ps(_mm256_set1_ps(ux[r]),
+                                                   _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(wsum + 8 * h)))));
+            __m256 v = _mm256_mul_ps(a, s);
             if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + 8 * h));
             _mm256_storeu_ps(Y + r * ldy + 8 * h, v);
         }

@@ -79,17 +79,20 @@ typedef struct {
     void (*wsum_acc)(const float *p, const float *V, int64_t stride, int64_t n, int64_t d,
                      float corr, float *out);
     /* int8 linear (kernels/int8_*.c, driven by kernels/linear_i8.c): one X row of n floats
-     * to u8 with a zero point (asymmetric, 0..KERN_I8_AMAX), zero-filled to kp bytes */
-    void (*i8_quantize_row)(const float *x, int64_t n, int64_t kp, uint8_t *q, float *scale,
-                            int32_t *zp);
+     * to u8 with a zero point (asymmetric, 0..KERN_I8_AMAX), zero-filled to kp bytes;
+     * q = round(x/scale + u) + zp, u in [-0.5, 0.5] the row's dither (i8_dequant takes it
+     * back out) */
+    void (*i8_quantize_row)(const float *x, int64_t n, int64_t kp, float u, uint8_t *q,
+                            float *scale, int32_t *zp);
     /* C[4][16] = A[4][kp] (u8, row stride lda) · one packed 16-channel weight panel (s8),
      * int32 sums: exact, so every path gives the same integers */
     void (*i8_tile)(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
-    /* Y[r][o] = (float)(C[r][o] - zx[r]·wsum[o]) · (sx[r]·sw[o]) + bias[o] for r < mr,
-     * o < nc (bias may be NULL); the same fp32 operations in every path (bit exact) */
+    /* Y[r][o] = ((float)(C[r][o] - zx[r]·wsum[o]) - ux[r]·wsum[o]) · (sx[r]·sw[o]) + bias[o]
+     * for r < mr, o < nc (ux, the rows' dithers, and bias may be NULL); the same fp32
+     * operations in every path (bit exact) */
     void (*i8_dequant)(const int32_t *C, int mr, int nc, const float *sx, const int32_t *zx,
-                       const float *sw, const int32_t *wsum, const float *bias, float *Y,
-                       int64_t ldy);
+                       const float *ux, const float *sw, const int32_t *wsum, const float *bias,
+                       float *Y, int64_t ldy);
 } kern_ops;
 
 extern const kern_ops kern_ops_scalar;
@@ -138,14 +141,14 @@ static inline void kern_i8_row_params(float lo, float hi, float *scale, float *i
     float z = nearbyintf(-lo * *inv);
     *zp = z < 0 ? 0 : z > KERN_I8_AMAX ? KERN_I8_AMAX : (int32_t)z;
 }
-void kern_i8_quantize_row_ref(const float *x, int64_t n, int64_t kp, uint8_t *q, float *scale,
-                              int32_t *zp);
+void kern_i8_quantize_row_ref(const float *x, int64_t n, int64_t kp, float u, uint8_t *q,
+                              float *scale, int32_t *zp);
 void kern_i8_tile_ref(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
 void kern_i8_dequant_ref(const int32_t *C, int mr, int nc, const float *sx, const int32_t *zx,
-                         const float *sw, const int32_t *wsum, const float *bias, float *Y,
-                         int64_t ldy);
-void kern_i8_quantize_row_avx2(const float *x, int64_t n, int64_t kp, uint8_t *q, float *scale,
-                               int32_t *zp);
+                         const float *ux, const float *sw, const int32_t *wsum, const float *bias,
+                         float *Y, int64_t ldy);
+void kern_i8_quantize_row_avx2(const float *x, int64_t n, int64_t kp, float u, uint8_t *q,
+                               float *scale, int32_t *zp);
 void kern_i8_tile_avx2(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
 /* the same tile with vpdpbusd, EVEX (AVX512-VNNI + VL) or VEX (AVX-VNNI) encoded: the
  * sums are exact either way, so the same integers; kern_i8_vnni_kind says which the CPU
@@ -154,11 +157,11 @@ void kern_i8_tile_vnni(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *
 void kern_i8_tile_avxvnni(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
 int kern_i8_vnni_kind(void);
 void kern_i8_dequant_avx2(const int32_t *C, int mr, int nc, const float *sx, const int32_t *zx,
-                          const float *sw, const int32_t *wsum, const float *bias, float *Y,
-                          int64_t ldy);
+                          const float *ux, const float *sw, const int32_t *wsum, const float *bias,
+                          float *Y, int64_t ldy);
 /* kern_linear_i8 with an explicit table (tests compare paths) */
 int kern_linear_i8_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_t n,
-                       const kern_i8_weight *W, const float *bias, float *Y);
+                       const kern_i8_weight *W, const float *bias, const float *dither, float *Y);
 
 /* kern_linear with 16-bit or quantized weights and at least this many X rows converts
  * tiles of W to fp32 and uses sgemm (X stays fp32); below it, rows are dotted directly

@@ -96,6 +96,9 @@ void kern_linear(kern_pool *p, const float *X, int64_t n, int64_t in, const void
  * kern_linear_i8: Y[n][out] = X·Wᵀ + bias where each X row is quantized on the fly to u8
  * with its own scale and zero point (7 bits: see kern_internal.h), products summed in
  * int32 (exact), then scaled back to fp32. AVX2 and scalar paths give identical results.
+ * dither (NULL: none): per X row, u in [-0.5, 0.5] added before rounding and taken back
+ * out after the product (subtractive dither). Rows that quantize alike (an encoder's
+ * repeated tokens) then round differently, so their errors do not add up in a mean.
  * Uses the pool over row blocks and weight panels. Returns 0, or -1 when out of memory. */
 typedef struct kern_i8_weight kern_i8_weight;
 kern_i8_weight *kern_i8_weight_create(const float *W, int64_t out, int64_t in);
@@ -111,7 +114,7 @@ int64_t kern_i8_weight_in(const kern_i8_weight *w);
 /* the dequantized weights, row o (tests measure the weight error) */
 void kern_i8_weight_row_f32(const kern_i8_weight *w, int64_t o, float *dst);
 int kern_linear_i8(kern_pool *p, const float *X, int64_t n, const kern_i8_weight *W,
-                   const float *bias, float *Y);
+                   const float *bias, const float *dither, float *Y);
 
 /* Dot products of one row of n elements (n % 32 == 0) against a q8_0 row. */
 float kern_dot_q8_0_q8_0(int64_t n, const kern_block_q8_0 *x, const kern_block_q8_0 *y);

@@ -117,7 +117,7 @@ void kern_i8_weight_row_f32(const kern_i8_weight *w, int64_t o, float *dst) {
 typedef struct {
     const kern_ops *ops;
     const kern_i8_weight *W;
-    const float *X, *bias;
+    const float *X, *bias, *dither;
     int64_t n;
     uint8_t *A;       /* n rounded up to 4 rows of kp bytes */
     float *sx;
@@ -138,7 +138,8 @@ static void quant_rows(void *ctx, int64_t b, int64_t e, int thread) {
             for (int64_t k = 0; k < in; k++) tmp[k] = x[k] * m[k];
             x = tmp;
         }
-        c->ops->i8_quantize_row(x, in, kp, c->A + r * kp, &c->sx[r], &c->zx[r]);
+        c->ops->i8_quantize_row(x, in, kp, c->dither ? c->dither[r] : 0.0f, c->A + r * kp, &c->sx[r],
+                                &c->zx[r]);
     }
 }
 
@@ -157,7 +158,8 @@ static void gemm_tasks(void *ctx, int64_t b, int64_t e, int thread) {
             for (int64_t r = r0; r < r1; r += KERN_I8_MR) {
                 int mr = (int)(r1 - r < KERN_I8_MR ? r1 - r : KERN_I8_MR);
                 c->ops->i8_tile(W->kp, c->A + r * W->kp, W->kp, B, C);
-                c->ops->i8_dequant(C, mr, nc, c->sx + r, c->zx + r, W->scale + o, W->wsum + o,
+                c->ops->i8_dequant(C, mr, nc, c->sx + r, c->zx + r, c->dither ? c->dither + r : NULL,
+                                   W->scale + o, W->wsum + o,
                                    c->bias ? c->bias + o : NULL, c->Y + r * W->out + o, W->out);
             }
         }
@@ -165,10 +167,10 @@ static void gemm_tasks(void *ctx, int64_t b, int64_t e, int thread) {
 }
 
 int kern_linear_i8_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_t n,
-                       const kern_i8_weight *W, const float *bias, float *Y) {
+                       const kern_i8_weight *W, const float *bias, const float *dither, float *Y) {
     if (n <= 0) return 0;
     int64_t n4 = (n + KERN_I8_MR - 1) / KERN_I8_MR * KERN_I8_MR;
-    i8_ctx c = {ops, W, X, bias, n, malloc((size_t)(n4 * W->kp)),
+    i8_ctx c = {ops, W, X, bias, dither, n, malloc((size_t)(n4 * W->kp)),
                 malloc((size_t)n4 * sizeof(float)), calloc((size_t)n4, sizeof(int32_t)),
                 malloc((size_t)(kern_pool_size(p) * W->in) * sizeof(float)), Y, 0, 0, 0};
     if (!c.A || !c.sx || !c.zx || !c.tmp) {
@@ -190,6 +192,6 @@ int kern_linear_i8_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_
 }
 
 int kern_linear_i8(kern_pool *p, const float *X, int64_t n, const kern_i8_weight *W,
-                   const float *bias, float *Y) {
-    return kern_linear_i8_ops(kern_ops_get(), p, X, n, W, bias, Y);
+                   const float *bias, const float *dither, float *Y) {
+    return kern_linear_i8_ops(kern_ops_get(), p, X, n, W, bias, dither, Y);
 }

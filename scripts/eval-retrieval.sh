@@ -39,7 +39,7 @@ t0=$(date +%s)
 "$m" index --db "$tmp/db-deb" "$dir/debian-reference.en.pdf" "$dir/gnuplot.pdf" | tail -2
 echo "(indexed with embeddings in $(( $(date +%s) - t0 )) s)"
 "$m" eval retrieval --db "$tmp/db-deb" "$here/tests/data/eval_questions_debian.json" >"$tmp/deb.txt"
-summary <"$tmp/deb.txt"
+summary <"$tmp/deb.txt" | tee "$tmp/deb.sum"
 
 echo "== other Debian documentation PDFs, untuned (tests/data/eval_questions_debian2.json)"
 t0=$(date +%s)
@@ -66,14 +66,33 @@ for llm in ${MMRAG_EVAL_LLMS:-}; do
   sed -n '/^answers (mode/,$p' "$tmp/ans.txt"
 done
 
-# the shared store: the same questions on PostgreSQL + pgvector, side by side with SQLite
-# (rows: source; columns: R@1 R@5 R@10 MRR nDCG@5 nDCG@10; pg minus sqlite)
+# one table's rows minus another's (rows: source; columns: R@1 R@5 R@10 MRR nDCG@5
+# nDCG@10): delta BASE NEW [BAR LABEL], the fused row checked against +-BAR
 delta() {
-  awk 'NR == FNR { if ($1 ~ /^[a-z0-9-]+$/ && $1 != "source" && NF == 7) for (i = 2; i <= 7; i++) a[$1, i] = $i; next }
+  awk -v bar="${3:-0.02}" -v what="${4:-SQLite}" 'NR == FNR { if ($1 ~ /^[a-z0-9-]+$/ && $1 != "source" && NF == 7) for (i = 2; i <= 7; i++) a[$1, i] = $i; next }
        $1 ~ /^[a-z0-9-]+$/ && $1 != "source" && NF == 7 { printf "  %-6s", $1; for (i = 2; i <= 7; i++) { d = $i - a[$1, i];
-         printf " %+6.3f", d; if ($1 == "fused" && (d > 0.02 || d < -0.02)) bad = 1 } print "" }
-       END { print bad ? "  fused differs from SQLite by more than 0.02" : "  fused within 0.02 of SQLite" }' "$1" "$2"
+         printf " %+6.3f", d; if ($1 == "fused" && (d > bar + 1e-9 || d < -bar - 1e-9)) bad = 1 } print "" }
+       END { print bad ? "  fused differs from " what " by more than " bar : "  fused within " bar " of " what }' "$1" "$2"
 }
+
+# the text encoder's other precision (issue 14's gate for int8: every fused number within
+# +-0.01): the generated corpus and both Debian sets indexed and searched again with it.
+# MMRAG_EVAL_PRECISION=0 skips it.
+if [ "${MMRAG_EVAL_PRECISION:-1}" != 0 ]; then
+  cur=$("$m" index --help 2>&1 | grep -q 'else int8' && echo int8 || echo fp32)
+  cur=${MMRAG_PRECISION:-$cur}; alt=$([ "$cur" = int8 ] && echo fp32 || echo int8)
+  for set in gen:eval_questions deb:eval_questions_debian deb2:eval_questions_debian2; do
+    name=${set%%:*}; q=${set#*:}
+    case $name in gen) files=("$tmp/gen"/*.pdf) ;; deb) files=("$dir/debian-reference.en.pdf" "$dir/gnuplot.pdf") ;;
+                  deb2) files=("$dir/R-intro.pdf" "$dir/R-admin.pdf" "$dir/asymptote.pdf") ;; esac
+    echo "== text encoder $alt vs $cur: $q.json (difference from $cur)"
+    t0=$(date +%s)
+    MMRAG_PRECISION=$alt "$m" index --db "$tmp/db-$name-$alt" "${files[@]}" >/dev/null || echo "eval: indexing ($alt) failed"
+    echo "(indexed with embeddings in $(( $(date +%s) - t0 )) s)"
+    MMRAG_PRECISION=$alt "$m" eval retrieval --db "$tmp/db-$name-$alt" "$here/tests/data/$q.json" | summary >"$tmp/$name-$alt.sum"
+    cat "$tmp/$name-$alt.sum"; delta "$tmp/$name.sum" "$tmp/$name-$alt.sum" 0.01 "$cur"
+  done
+fi
 if [ "${MMRAG_EVAL_PG:-1}" != 0 ]; then
   pgdir=$(mktemp -d "${TMPDIR:-/tmp}/mmrag-eval-pg.XXXXXX"); chmod 755 "$pgdir"
   trap '"$here/scripts/pg-test.sh" stop "$pgdir/p" >/dev/null 2>&1; rm -rf "$tmp" "$pgdir"' EXIT

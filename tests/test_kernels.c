@@ -600,9 +600,12 @@ TEST(int8_tile_exact) {
  * AVX2 output identical to the scalar path bit for bit; both close to the fp32 product
  * (normalized error, as test-backend-ops measures quantized types: 7-bit rows of uniform
  * data give ~1e-4, random smoothing up to ~2e-3; a layout bug gives ~1) */
-static int check_linear_i8(kern_pool *pool, int64_t n, int64_t in, int64_t out, int smooth) {
+static int check_linear_i8(kern_pool *pool, int64_t n, int64_t in, int64_t out, int smooth,
+                           int dither) {
     const kern_ops *paths[3];
     int np = n_paths(paths), ok = 1;
+    float *dv = malloc(sizeof(float) * (size_t)n); /* a golden-ratio sequence in [-0.5, 0.5) */
+    for (int64_t r = 0; r < n; r++) dv[r] = (float)fmod((double)(r + 1) * 0.6180339887498949, 1.0) - 0.5f;
     float *X = rnd_vec(n * in, -1, 1), *W = rnd_vec(out * in, -0.5f, 0.5f), *b = rnd_vec(out, -1, 1);
     float *sm = rnd_vec(in, 0.25f, 4.0f);
     kern_i8_weight *q = kern_i8_weight_create_smooth(W, out, in, smooth ? sm : NULL);
@@ -610,7 +613,7 @@ static int check_linear_i8(kern_pool *pool, int64_t n, int64_t in, int64_t out, 
                    malloc(sizeof(float) * (size_t)(n * out))};
     double err = 0, ref2 = 0;
     if (!q || kern_i8_weight_in(q) != in || kern_i8_weight_out(q) != out) ok = 0;
-    for (int p = 0; ok && p < np; p++) ok = kern_linear_i8_ops(paths[p], pool, X, n, q, b, Y[p]) == 0;
+    for (int p = 0; ok && p < np; p++) ok = kern_linear_i8_ops(paths[p], pool, X, n, q, b, dither ? dv : NULL, Y[p]) == 0;
     for (int p = 1; ok && p < np; p++)
         if (memcmp(Y[0], Y[p], sizeof(float) * (size_t)(n * out)) != 0) {
             fprintf(stderr, "  int8 linear n=%ld in=%ld out=%ld: %s != scalar\n", (long)n, (long)in,
@@ -629,7 +632,7 @@ static int check_linear_i8(kern_pool *pool, int64_t n, int64_t in, int64_t out, 
         ok = 0;
     }
     kern_i8_weight_free(q);
-    free(X); free(W); free(b); free(sm); free(Y[0]); free(Y[1]); free(Y[2]);
+    free(X); free(W); free(b); free(sm); free(dv); free(Y[0]); free(Y[1]); free(Y[2]);
     return ok;
 }
 
@@ -638,7 +641,8 @@ TEST(int8_linear_paths_agree) {
     const int64_t shapes[][3] = {{1, 4, 16}, {3, 30, 21}, {7, 64, 33}, {65, 384, 100}, {130, 96, 48}, {9, 1536, 40}};
     for (int s = 0; s < 6; s++)
         for (int sm = 0; sm < 2; sm++)
-            CHECK(check_linear_i8(s % 2 ? pool : NULL, shapes[s][0], shapes[s][1], shapes[s][2], sm));
+            for (int d = 0; d < 2; d++)
+                CHECK(check_linear_i8(s % 2 ? pool : NULL, shapes[s][0], shapes[s][1], shapes[s][2], sm, d));
     CHECK(kern_i8_weight_create(NULL, 0, 4) == NULL);
     kern_i8_weight_free(NULL);
     kern_pool_free(pool);
@@ -666,7 +670,7 @@ TEST(int8_quantizers) {
         uint8_t qa[3][96];
         float sc[3];
         int32_t zp[3];
-        for (int p = 0; p < np; p++) paths[p]->i8_quantize_row(x, n, 96, qa[p], &sc[p], &zp[p]);
+        for (int p = 0; p < np; p++) paths[p]->i8_quantize_row(x, n, 96, 0.0f, qa[p], &sc[p], &zp[p]);
         for (int p = 1; p < np; p++) CHECK(memcmp(qa[0], qa[p], 96) == 0 && sc[0] == sc[p] && zp[0] == zp[p]);
         CHECK(qa[0][0] == zp[0] && qa[0][95] == zp[0]);
         for (int64_t i = 0; i < n; i++) CHECK(fabsf((qa[0][i] - zp[0]) * sc[0] - x[i]) <= 0.5f * sc[0] * 1.001f);

@@ -426,7 +426,40 @@ typedef struct {
     float *out;             /* [n_texts][h] */
     const te_layer *ly;
     int failed;             /* an int8 linear ran out of memory */
+    const float *dither;    /* per token: int8 rounding dither (te_dither of its position) */
+    int int8;               /* this pass runs the int8 linears */
 } fwd;
+
+/* int8 activations are rounded with a dither that depends on the token's position in its
+ * text (a golden-ratio sequence in [-0.5, 0.5)): a text of one repeated token (dot
+ * leaders, ". . . . 190") otherwise repeats one rounding error in every token, and the
+ * mean pooling keeps it whole instead of averaging it out. By position, not by row in the
+ * batch, so a text's vector does not depend on its batch. */
+static float te_dither(int32_t pos) {
+    double f = (double)(pos + 1) * 0.6180339887498949;
+    return (float)(f - floor(f)) - 0.5f;
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* 1 when one token fills half or more of a text's (8 or more) word pieces: contents and
+ * index lines of dot leaders. Their int8 vectors stay furthest from fp32 even with the
+ * dither (cosine down to 0.986 where other texts keep >= 0.995), so at int8 they are
+ * encoded in fp32: a few percent of a manual's texts. */
+static int te_repetitive(const int32_t *ids, int32_t len) {
+    int32_t n = len - 2, s[TEXTENC_MAX_TOKENS], run = 1, best = 1; /* without [CLS] [SEP] */
+    if (n < 8) return 0;
+    memcpy(s, ids + 1, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_i32);
+    for (int32_t i = 1; i < n; i++) {
+        run = s[i] == s[i - 1] ? run + 1 : 1;
+        best = run > best ? run : best;
+    }
+    return 2 * best >= n;
+}
 
 static void embed_rows(void *c_, int64_t b, int64_t e, int thread) {
     fwd *c = c_;
@@ -509,8 +542,8 @@ static void record_absmax(textenc *te, const fwd *c, int k, const float *X, int6
 static void linear(textenc *te, fwd *c, int k, const float *X, int64_t T, int64_t in,
                    const float *W, const float *b, int64_t out, float *Y) {
     if (te->calib) record_absmax(te, c, k, X, T, in);
-    if (te->prec == TEXTENC_INT8 && c->ly->q[k]) {
-        if (kern_linear_i8(te->pool, X, T, c->ly->q[k], b, Y) != 0) c->failed = 1;
+    if (c->int8 && c->ly->q[k]) {
+        if (kern_linear_i8(te->pool, X, T, c->ly->q[k], b, c->dither, Y) != 0) c->failed = 1;
         return;
     }
     kern_linear(te->pool, X, T, in, W, KERN_F32, b, out, Y);
@@ -570,9 +603,9 @@ static int run_batches(textenc *te, int32_t n, batch_src *src, float *out, char 
     int32_t *start = malloc((TE_TOKENIZE_GROUP + 1) * sizeof *start);
     float *x = malloc((size_t)(B * h) * sizeof *x), *qkv = malloc((size_t)(B * 3 * h) * sizeof *x);
     float *ctx = malloc((size_t)(B * h) * sizeof *x), *tmp = malloc((size_t)(B * h) * sizeof *x);
-    float *mid = malloc((size_t)(B * te->inter) * sizeof *x);
+    float *mid = malloc((size_t)(B * te->inter) * sizeof *x), *dith = malloc((size_t)B * sizeof *x);
     int rc = 0;
-    if (!tok || !lens || !ids || !start || !x || !qkv || !ctx || !tmp || !mid) {
+    if (!tok || !lens || !ids || !start || !x || !qkv || !ctx || !tmp || !mid || !dith) {
         vision_set_err(err, errlen, "textenc: out of memory");
         rc = -1;
         goto done;
@@ -586,13 +619,22 @@ static int run_batches(textenc *te, int32_t n, batch_src *src, float *out, char 
         for (int32_t a = 0; a < gn;) {
             int32_t m = 0, T = 0;
             start[0] = 0;
+            /* int8: a pass holds texts of one kind, repetitive ones (fp32) or the others */
+            int int8 = te->prec == TEXTENC_INT8, fp = 0;
             while (a + m < gn && T + lens[a + m] <= B) {
+                if (int8) {
+                    int r = te_repetitive(tok + (int64_t)(a + m) * TEXTENC_MAX_TOKENS, lens[a + m]);
+                    if (m == 0) fp = r;
+                    else if (r != fp) break;
+                }
                 memcpy(ids + T, tok + (int64_t)(a + m) * TEXTENC_MAX_TOKENS,
                        (size_t)lens[a + m] * sizeof *ids);
+                for (int32_t k = 0; k < lens[a + m]; k++) dith[T + k] = te_dither(k);
                 T += lens[a + m];
                 start[++m] = T;
             }
-            fwd c = {te, m, ids, start, x, qkv, ctx, tmp, mid, out + (int64_t)(g0 + a) * h, NULL, 0};
+            fwd c = {te, m, ids, start, x, qkv, ctx, tmp, mid, out + (int64_t)(g0 + a) * h, NULL, 0, dith,
+                     int8 && !fp};
             forward(te, &c);
             if (c.failed && rc == 0) {
                 vision_set_err(err, errlen, "textenc: out of memory");
@@ -605,7 +647,7 @@ static int run_batches(textenc *te, int32_t n, batch_src *src, float *out, char 
     pthread_mutex_unlock(&te->mu);
 done:
     free(tok); free(lens); free(ids); free(start);
-    free(x); free(qkv); free(ctx); free(tmp); free(mid);
+    free(x); free(qkv); free(ctx); free(tmp); free(mid); free(dith);
     return rc;
 }
 
