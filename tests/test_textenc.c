@@ -288,7 +288,8 @@ TEST(precision_option) {
     textenc_free(te);
     unsetenv("MMRAG_PRECISION");
     CHECK(textenc_create(dir, shared_pool, &te, err, sizeof err) == 0);
-    CHECK(textenc_precision_of(te) == TEXTENC_FP32); /* the default */
+    /* the default: int8 on a SIMD path, fp32 on the scalar one */
+    CHECK(textenc_precision_of(te) == (strcmp(kern_cpu_path(), "scalar") ? TEXTENC_INT8 : TEXTENC_FP32));
     textenc_free(te);
     if (saved) setenv("MMRAG_PRECISION", saved, 1);
     free(saved);

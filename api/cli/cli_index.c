@@ -36,7 +36,7 @@ static const char usage[] =
     "  --models DIR model directory (default $MMRAG_MODELS, ./models, or beside the binary)\n"
     "  --json       print a JSON report on stdout\n"
     "  --precision P  text encoder arithmetic, fp32 or int8 (default $MMRAG_PRECISION, else\n"
-    "               fp32; int8: faster, vectors within cosine ~0.995 of fp32's)\n"
+    "               int8; int8: faster, vectors within cosine 0.995 of fp32's)\n"
     "  Each PDF is parsed in a child process: a crash, hang or out-of-memory there fails\n"
     "  that file only (reported with its reason) and stores nothing of it.\n"
     "  --timeout S    wall-clock limit per document (default 600; 0 = none)\n"
