@@ -13,6 +13,9 @@
 # 4. The shared store: the generated corpus and the untuned set again on PostgreSQL +
 #    pgvector (a throwaway server, scripts/pg-test.sh), each row's difference from SQLite
 #    (issue 12's bar: fused within +-0.02). MMRAG_EVAL_PG=0 skips it.
+# 5. The text encoder's other precision (fp32 when int8 is the default): all three sets
+#    indexed and searched again, each row's difference (issue 14's bar: fused within
+#    +-0.01). MMRAG_EVAL_PRECISION=0 skips it.
 # Usage: scripts/eval-retrieval.sh BUILD MODELS
 # Env: MMRAG_EVAL_LLMS="a.gguf b.gguf": the answer evaluation (auto mode, untuned set) again
 #      with each of these language models after the default one; `make eval` passes every
