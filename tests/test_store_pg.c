@@ -5,6 +5,7 @@
  * that is down, collections, search in the database (HNSW against exact), writers on
  * several connections committing the same file, schema versions. */
 #include <libpq-fe.h>
+#include <stdarg.h>
 #include <math.h>
 #include <pthread.h>
 #include <unistd.h>
@@ -34,11 +35,34 @@ static void sha_of(unsigned seed, char out[65]) {
 }
 
 /* Run sql on the test server on a connection of its own; the caller clears the result. */
-static PGresult *test_sql(const char *sql) {
+/* Runs one SQL text (printf format: the tests name their pid's schemas) on its own
+ * connection. */
+static PGresult *vtest_sql(const char *fmt, va_list ap) {
+    char sql[1024];
+    vsnprintf(sql, sizeof sql, fmt, ap);
     PGconn *c = PQconnectdb(url());
     PGresult *r = PQexec(c, sql);
     PQfinish(c);
     return r;
+}
+
+static PGresult *test_sql(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    PGresult *r = vtest_sql(fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+/* test_sql for a statement without rows: 1 when it ran */
+static int test_sql_ok(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    PGresult *r = vtest_sql(fmt, ap);
+    va_end(ap);
+    int ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+    PQclear(r);
+    return ok;
 }
 
 /* Spool a one-page document with n chunks (not committed). */
@@ -191,10 +215,8 @@ TEST(knn_in_the_database_matches_exact_search) {
     }
     CHECK_MSG(hits >= Q * K * 9 / 10, "recall@10 %.3f", hits / (double)(Q * K));
     /* the planner uses the HNSW index for it */
-    char sql[512];
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM pg_indexes WHERE schemaname = 'mmrag_p%d_knn'"
-             " AND indexdef LIKE '%%hnsw%%vector(32)%%'", (int)getpid());
-    PGresult *r = test_sql(sql);
+    PGresult *r = test_sql("SELECT count(*) FROM pg_indexes WHERE schemaname = 'mmrag_p%d_knn'"
+                           " AND indexdef LIKE '%%hnsw%%vector(32)%%'", (int)getpid());
     CHECK(PQresultStatus(r) == PGRES_TUPLES_OK && atoi(PQgetvalue(r, 0, 0)) == 1);
     PQclear(r);
     /* a deleted document's vectors are gone from the search at once */
@@ -257,11 +279,9 @@ TEST(image_search_lsh_candidates_rescored) {
     }
     CHECK_MSG(hits >= Q * K * 8 / 10, "recall@10 %.3f", hits / (double)(Q * K));
     printf("  image LSH (256 bits, pool 400 of %d): recall@10 %.3f\n", N, hits / (double)(Q * K));
-    char sql[512];
-    snprintf(sql, sizeof sql, "SET search_path TO mmrag_p%d_lsh, public; EXPLAIN SELECT owner_id FROM"
-             " vectors WHERE space = 'image' AND model = 'm-img' ORDER BY (lsh::bit(256)) <~>"
-             " repeat('1', 256)::bit(256) LIMIT 400", (int)getpid());
-    PGresult *r = test_sql(sql);
+    PGresult *r = test_sql("SET search_path TO mmrag_p%d_lsh, public; EXPLAIN SELECT owner_id FROM"
+                           " vectors WHERE space = 'image' AND model = 'm-img' ORDER BY (lsh::bit(256)) <~>"
+                           " repeat('1', 256)::bit(256) LIMIT 400", (int)getpid());
     int used = 0;
     for (int i = 0; PQresultStatus(r) == PGRES_TUPLES_OK && i < PQntuples(r); i++)
         used |= strstr(PQgetvalue(r, i, 0), "vectors_lsh_") != NULL;
@@ -318,12 +338,8 @@ TEST(newer_schema_is_refused) {
     store *s = NULL;
     CHECK(store_open(u, NULL, &s, g_err, sizeof g_err) == STORE_OK);
     store_close(s);
-    char sql[256];
-    snprintf(sql, sizeof sql, "UPDATE \"mmrag_p%d_version\".meta SET value='999' WHERE key='schema_version'",
-             (int)getpid());
-    PGresult *r = test_sql(sql);
-    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
-    PQclear(r);
+    CHECK(test_sql_ok("UPDATE \"mmrag_p%d_version\".meta SET value='999' WHERE key='schema_version'",
+                      (int)getpid()));
     CHECK(store_open(u, NULL, &s, g_err, sizeof g_err) == STORE_ERR_VERSION);
     CHECK_MSG(strstr(g_err, "newer"), "%s", g_err);
 }
@@ -335,22 +351,17 @@ TEST(v1_collection_migrates) {
     store *s = NULL;
     CHECK(store_open(u, NULL, &s, g_err, sizeof g_err) == STORE_OK);
     store_close(s);
-    char sql[256];
-    snprintf(sql, sizeof sql, "SET search_path TO mmrag_p%d_v1; ALTER TABLE vectors DROP COLUMN lsh;"
-             " UPDATE meta SET value='1' WHERE key='schema_version'", (int)getpid());
-    PGresult *r = test_sql(sql);
-    CHECK(PQresultStatus(r) == PGRES_COMMAND_OK);
-    PQclear(r);
+    CHECK(test_sql_ok("SET search_path TO mmrag_p%d_v1; ALTER TABLE vectors DROP COLUMN lsh;"
+                      " UPDATE meta SET value='1' WHERE key='schema_version'", (int)getpid()));
     store_options o;
     store_options_default(&o);
     o.readonly = 1;
     CHECK(store_open(u, &o, &s, g_err, sizeof g_err) == STORE_ERR_READONLY);
     CHECK(store_open(u, NULL, &s, g_err, sizeof g_err) == STORE_OK);
     store_close(s);
-    snprintf(sql, sizeof sql, "SELECT (SELECT value FROM mmrag_p%d_v1.meta WHERE key='schema_version') ||"
-             " (SELECT count(*) FROM information_schema.columns WHERE table_schema = 'mmrag_p%d_v1'"
-             " AND table_name = 'vectors' AND column_name = 'lsh')", (int)getpid(), (int)getpid());
-    r = test_sql(sql);
+    PGresult *r = test_sql("SELECT (SELECT value FROM mmrag_p%d_v1.meta WHERE key='schema_version') ||"
+                           " (SELECT count(*) FROM information_schema.columns WHERE table_schema = 'mmrag_p%d_v1'"
+                           " AND table_name = 'vectors' AND column_name = 'lsh')", (int)getpid(), (int)getpid());
     CHECK(PQresultStatus(r) == PGRES_TUPLES_OK && !strcmp(PQgetvalue(r, 0, 0), "21"));
     PQclear(r);
 }
