@@ -39,7 +39,8 @@ typedef struct textenc textenc;
  * attention, GELU, pooling).
  * TEXTENC_INT8: weights int8 per output channel, activations int8 per token (dynamic),
  *   int32 sums; ~2x the GEMM speed; embeddings within cosine 0.995 of fp32 on every one
- *   of 23,445 real texts (README "Text encoder precision"; tests/test_textenc.c checks 496).
+ *   of 23,445 real texts (README "Text encoder precision"; tests/test_textenc.c checks
+ *   every README line and eval question).
  * TEXTENC_FP32: OpenBLAS sgemm, matches the PyTorch reference to cosine 0.9999. */
 typedef enum { TEXTENC_PRECISION_DEFAULT = 0, TEXTENC_FP32 = 1, TEXTENC_INT8 = 2 } textenc_precision;
 
