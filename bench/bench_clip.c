@@ -7,7 +7,6 @@
  * --figenc: mmrag's own figure encoder (vision/data/figenc) instead, on the same random
  * 224x224 images (196 tokens); no PyTorch column (its training code is the reference).
  * Usage: bench_clip [--tiny | --figenc] [--images N] [--no-ref] */
-#include <cblas.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,7 +129,6 @@ int main(int argc, char **argv) {
         int th = pass ? 1 : threads;
         if (pass && threads == 1) break;
         pool = kern_pool_create(th);
-        openblas_set_num_threads(th);
         clip_model *m = NULL;
         if (clip_create(path, pool, &m, err, sizeof err)) {
             printf("clip image encoder: %s\n", err);
@@ -150,7 +148,6 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < n; i++) vision_image_free(&imgs[i]);
     free(imgs);
-    openblas_set_num_threads(threads);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     long our_rss = ru.ru_maxrss;

@@ -1,5 +1,6 @@
 /* GEMM / linear / attention throughput, side by side in one run:
- *   kern_gemm_f32 vs cblas_sgemm (OpenBLAS, same OPENBLAS_CORETYPE),
+ *   kern_gemm_f32 (sgemm split over the pool) vs cblas_sgemm on OpenBLAS's own threads
+ *   (as many, same OPENBLAS_CORETYPE),
  *   kern_linear with Q4_1 / Q8_0 weights vs dequantize + sgemm (the obvious baseline),
  *   the quantized matvec inner loop on one thread, AVX2 vs scalar,
  *   attention AVX2 vs scalar path; then peak RSS. Each pair is timed in alternating
@@ -91,15 +92,22 @@ static void *quantize_w(kern_type t, const float *W, int64_t out, int64_t in) {
     return q;
 }
 
-static void bench_gemm(void) {
+/* the baseline: one sgemm on OpenBLAS's threads (the pool keeps OpenBLAS at 1) */
+static void blas_threaded(int threads, int M, int N, int K, const float *A, const float *B, float *C) {
+    openblas_set_num_threads(threads);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, A, K, B, K, 0, C, N);
+    openblas_set_num_threads(1);
+}
+
+static void bench_gemm(kern_pool *pool) {
     const int sz[][3] = {{256, 1536, 384}, {512, 1536, 576}, {64, 576, 576}};
     printf("fp32 GEMM (C[M][N] = A[M][K]·B[N][K]^T)      kern_gemm_f32   cblas_sgemm   ratio\n");
     for (int s = 0; s < 3; s++) {
         int M = sz[s][0], N = sz[s][1], K = sz[s][2];
         float *A = rnd_vec((int64_t)M * K), *B = rnd_vec((int64_t)N * K), *C = malloc(sizeof(float) * M * N);
         double tk, tb, fl = 2.0 * M * N * K;
-        TIME_PAIR(tk, kern_gemm_f32(1, M, N, K, 1, A, K, B, K, 0, C, N),
-                  tb, cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, A, K, B, K, 0, C, N));
+        TIME_PAIR(tk, kern_gemm_f32(pool, 1, M, N, K, 1, A, K, B, K, 0, C, N),
+                  tb, blas_threaded(kern_pool_size(pool), M, N, K, A, B, C));
         printf("  M=%-4d N=%-5d K=%-4d                      %7.1f GF/s   %7.1f GF/s   %.2f\n", M, N, K,
                fl / tk * 1e-9, fl / tb * 1e-9, tb / tk);
         free(A); free(B); free(C);
@@ -121,10 +129,10 @@ static void bench_linear(kern_pool *pool) {
             double tk, tb, ts, fl = 2.0 * n * in * out;
             TIME_PAIR(tk, kern_linear(pool, X, n, in, Wq, types[t], NULL, out, Y),
                       tb, (kern_to_f32(types[t], Wq, Wd, out * in),
-                           kern_gemm_f32(1, n, (int)out, (int)in, 1, X, (int)in, Wd, (int)in, 0, Y, (int)out)));
+                           kern_gemm_f32(pool, 1, n, (int)out, (int)in, 1, X, (int)in, Wd, (int)in, 0, Y, (int)out)));
             ts = 1e30;
             for (int r = 0; r < ROUNDS; r++)
-                TIME_ONE(ts, kern_gemm_f32(1, n, (int)out, (int)in, 1, X, (int)in, Wd, (int)in, 0, Y, (int)out));
+                TIME_ONE(ts, kern_gemm_f32(pool, 1, n, (int)out, (int)in, 1, X, (int)in, Wd, (int)in, 0, Y, (int)out));
             printf("  %-5s n=%-4d                            %7.2f GF/s   %7.2f GF/s   %5.2f   (%.2f GF/s)\n",
                    kern_type_name(types[t]), n, fl / tk * 1e-9, fl / tb * 1e-9, tb / tk, fl / ts * 1e-9);
             free(X); free(Y);
@@ -224,7 +232,7 @@ static void bench_attention(kern_pool *pool) {
 }
 
 /* int8 linear (kern_linear_i8) vs fp32 kern_linear (OpenBLAS) on the text encoder's four
- * shapes at T = 2048 tokens, with 1 and 2 pool threads (OpenBLAS follows the pool size) */
+ * shapes at T = 2048 tokens, with 1 and 2 pool threads (fp32 products split over the pool) */
 static void bench_linear_i8(void) {
     const int64_t shapes[][2] = {{1152, 384}, {384, 384}, {1536, 384}, {384, 1536}};
     const int64_t n = 2048;
@@ -258,7 +266,7 @@ int main(int argc, char **argv) {
     const char *ct = getenv("OPENBLAS_CORETYPE");
     printf("bench_gemm: threads=%d cpu path=%s OPENBLAS_CORETYPE=%s cuda=%s\n", kern_pool_size(pool),
            kern_cpu_path(), ct ? ct : "(unset)", kern_cuda_device_name());
-    bench_gemm();
+    bench_gemm(pool);
     bench_linear(pool);
     bench_dots();
     bench_stream(pool);

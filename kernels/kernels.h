@@ -60,8 +60,8 @@ void kern_quantize_q8_K(const float *src, kern_block_q8_K *dst, int64_t n);
 /* ---- thread pool ------------------------------------------------------------ */
 typedef struct kern_pool kern_pool;
 /* n_threads <= 0: $MMRAG_THREADS if set, else the number of online CPUs. Also sets
- * OpenBLAS's (process-wide) thread count to the pool's size, so that a 1-thread pool's
- * sgemm calls use one core; the newest pool wins. */
+ * OpenBLAS's (process-wide) thread count to 1: fp32 products are split over the pool
+ * (kern_gemm_f32), so a 1-thread pool's sgemm calls use one core. */
 kern_pool *kern_pool_create(int n_threads);
 void kern_pool_free(kern_pool *p);
 int kern_pool_size(const kern_pool *p);
@@ -79,9 +79,10 @@ void kern_pool_run(kern_pool *p, int64_t n, int64_t grain, kern_range_fn fn, voi
 pid_t kern_fork(void);
 
 /* ---- dense math ------------------------------------------------------------- */
-/* C[M][N] = alpha · A[M][K] · op(B) + beta · C; op(B) = Bᵀ when trans_b (B is [N][K]). */
-void kern_gemm_f32(int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
-                   const float *B, int ldb, float beta, float *C, int ldc);
+/* C[M][N] = alpha · A[M][K] · op(B) + beta · C; op(B) = Bᵀ when trans_b (B is [N][K]).
+ * Uses the pool over rows of C (or its columns when it has few rows); p may be NULL. */
+void kern_gemm_f32(kern_pool *p, int trans_b, int M, int N, int K, float alpha, const float *A,
+                   int lda, const float *B, int ldb, float beta, float *C, int ldc);
 /* Y[n][out] = X[n][in] · Wᵀ + bias (bias may be NULL); W of any kern_type, rows of `in`.
  * Quantized W, few rows (decoding; n < 16 for q4, < 32 for q8_0): X is quantized to q8_0
  * per row and dotted block by block (no full dequantization). More rows (prefill,

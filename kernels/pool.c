@@ -125,11 +125,10 @@ kern_pool *kern_pool_create(int n_threads) {
         if (pthread_create(&p->th[i], NULL, worker_main, wa) != 0) { free(wa); break; }
         p->n = i + 1;  /* a pool smaller than asked still works */
     }
-    /* OpenBLAS's own threads (one per CPU by default) would otherwise run every sgemm
-     * across all cores: a 1-thread pool would not be one thread (measured prefill on a
-     * 1-thread session: its sgemm calls woke a second core). Its count is process-wide:
-     * the newest pool's size wins (callers may set it again after creating pools). */
-    openblas_set_num_threads(p->n);
+    /* OpenBLAS runs on the calling thread: kern_gemm_f32 splits products over the pool,
+     * and OpenBLAS's own threads (one per CPU by default) would otherwise run beside it,
+     * yield-spinning between calls on the cores the pool works on. Process-wide. */
+    openblas_set_num_threads(1);
     return p;
 }
 

@@ -470,10 +470,12 @@ TEST(rope_both_layouts) {
 }
 
 /* ---- GEMM and linear -------------------------------------------------------- */
+/* one call, and split over a pool of 3 by rows (M 130) and by columns (M 7, N 200) */
 TEST(gemm_vs_naive) {
-    const int dims[][3] = {{1, 1, 1}, {5, 7, 3}, {17, 33, 65}, {64, 48, 100}};
-    for (int d = 0; d < 4; d++)
-        for (int tb = 0; tb < 2; tb++) {
+    const int dims[][3] = {{1, 1, 1}, {5, 7, 3}, {17, 33, 65}, {64, 48, 100}, {130, 20, 37}, {7, 200, 19}};
+    kern_pool *pool = kern_pool_create(3);
+    for (int d = 0; d < 6; d++)
+        for (int tb = 0; tb < 4; tb++) {
             int M = dims[d][0], N = dims[d][1], K = dims[d][2];
             float *A = rnd_vec((int64_t)M * K, -1, 1), *B = rnd_vec((int64_t)N * K, -1, 1);
             float *C = rnd_vec((int64_t)M * N, -1, 1);
@@ -481,13 +483,15 @@ TEST(gemm_vs_naive) {
             for (int i = 0; i < M; i++)
                 for (int j = 0; j < N; j++) {
                     double s = 0;
-                    for (int k = 0; k < K; k++) s += (double)A[i * K + k] * (tb ? B[j * K + k] : B[k * N + j]);
+                    for (int k = 0; k < K; k++) s += (double)A[i * K + k] * (tb & 1 ? B[j * K + k] : B[k * N + j]);
                     r[i * N + j] = 0.5 * s + 2.0 * C[i * N + j];
                 }
-            kern_gemm_f32(tb, M, N, K, 0.5f, A, K, B, tb ? K : N, 2.0f, C, N);
-            CHECK_MSG(max_abs_diff(C, r, (int64_t)M * N) <= 1e-4, "M=%d N=%d K=%d tb=%d", M, N, K, tb);
+            kern_gemm_f32(tb & 2 ? pool : NULL, tb & 1, M, N, K, 0.5f, A, K, B, tb & 1 ? K : N, 2.0f, C, N);
+            CHECK_MSG(max_abs_diff(C, r, (int64_t)M * N) <= 1e-4, "M=%d N=%d K=%d tb=%d pool=%d", M, N, K,
+                      tb & 1, tb >> 1);
             free(A); free(B); free(C); free(r);
         }
+    kern_pool_free(pool);
 }
 
 static int check_linear(const kern_ops *ops, kern_pool *pool, kern_type t, int64_t n, int64_t in,
