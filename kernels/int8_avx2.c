@@ -1,9 +1,10 @@
 /* AVX2 int8 linear steps (see kernels/int8_ref.c for the packed layout and the numerics
  * they must match bit for bit). The tile is 4 X rows × 16 channels: 8 int32 accumulators;
- * per 4 inputs, two 32-byte weight loads and four 4-byte activation broadcasts feed
- * vpmaddubsw (u8·s8 pairs → int16, never saturating: kern_internal.h) and vpmaddwd by 1
- * (→ int32 sums of 4). CPUs with VNNI fuse the pair into vpdpbusd (kern_i8_tile_vnni:
- * the EVEX form on AVX512-VNNI + VL, else AVX-VNNI's VEX form). */
+ * per 4 inputs, two 32-byte weight loads and four 4-byte activation broadcasts. CPUs with
+ * VNNI sum u8·s8 groups of 4 into int32 with vpdpbusd (kern_i8_tile_vnni: the EVEX form
+ * on AVX512-VNNI + VL, else AVX-VNNI's VEX form). Plain AVX2 has vpmaddubsw, whose int16
+ * pair sums saturate above 32767: it takes the activation's low and high nibbles
+ * separately (pairs <= 2·15·127) and vpmaddwd weighs them by 1 and 16 into int32. */
 #include <math.h>
 #include <string.h>
 
@@ -62,9 +63,14 @@ AVX2 void kern_i8_quantize_row_avx2(const float *x, int64_t n, int64_t kp, float
     for (; i < kp; i++) q[i] = (uint8_t)*zp;
 }
 
-/* acc += 4-byte groups of a (u8) · b (s8), summed per int32 lane */
-#define I8_STEP(acc, a, b) \
-    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), ones))
+/* acc += 4-byte groups of a (u8) · b (s8), summed per int32 lane, a as two nibbles (the
+ * compiler computes the split once per broadcast a) */
+#define I8_STEP(acc, a, b)                                                                     \
+    acc = _mm256_add_epi32(                                                                 \
+        acc, _mm256_add_epi32(                                                              \
+                 _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(a, nib), b), ones), \
+                 _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(a, 4), nib), b), \
+                                   sixteen)))
 
 AVX2 static inline __m256i bcast4(const uint8_t *p) {
     int32_t v;
@@ -105,7 +111,8 @@ AVX2 static inline __m256i bcast4(const uint8_t *p) {
 
 AVX2 void kern_i8_tile_avx2(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B,
                             int32_t *C) {
-    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi16(16);
+    const __m256i nib = _mm256_set1_epi8(0x0F);
     I8_TILE_BODY(I8_STEP)
 }
 

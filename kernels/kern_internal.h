@@ -123,11 +123,13 @@ float kern_kq_dot_avx2(kern_type t, int64_t n, const void *w, const kern_block_q
 void kern_kq_to_f32_avx2(kern_type t, const void *src, float *dst, int64_t n);
 
 /* int8 linear: activations u8 in [0, KERN_I8_AMAX], weights s8 in [-KERN_I8_WMAX,
- * KERN_I8_WMAX]. vpmaddubsw adds two u8·s8 products into a saturating int16: with
- * 2·AMAX·WMAX <= 32767 it never saturates, so the AVX2 sums equal the exact integer sums
- * of the reference. 7-bit activations keep the weights' full 8 bits (per-channel weight
- * error dominated the embedding error when the weights got 7 bits; see vision/textenc.c). */
-#define KERN_I8_AMAX 127
+ * KERN_I8_WMAX], both with their full 8 bits. vpdpbusd (VNNI) sums u8·s8 products into
+ * int32 exactly; plain AVX2's vpmaddubsw would saturate its int16 pairs (2·255·127 >
+ * 32767), so that path splits each activation byte into nibbles (kernels/int8_avx2.c).
+ * Every path gives the exact integer sums of the reference. (7-bit activations, which
+ * vpmaddubsw alone allows, cost the text encoder's FFN output projection the most accuracy;
+ * see vision/textenc.c.) */
+#define KERN_I8_AMAX 255
 #define KERN_I8_WMAX 127
 #define KERN_I8_NR 16 /* output channels per packed weight panel */
 #define KERN_I8_MR 4  /* X rows per tile */

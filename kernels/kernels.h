@@ -95,7 +95,7 @@ void kern_linear(kern_pool *p, const float *X, int64_t n, int64_t in, const void
  * kern_i8_weight_create quantizes W[out][in] (fp32) per output row, symmetric: s = max|w|/127,
  * q = round(w/s), and packs it for the GEMM kernel (returns NULL when out of memory).
  * kern_linear_i8: Y[n][out] = X·Wᵀ + bias where each X row is quantized on the fly to u8
- * with its own scale and zero point (7 bits: see kern_internal.h), products summed in
+ * with its own scale and zero point (8 bits: see kern_internal.h), products summed in
  * int32 (exact), then scaled back to fp32. AVX2 and scalar paths give identical results.
  * dither (NULL: none): per X row, u in [-0.5, 0.5] added before rounding and taken back
  * out after the product (subtractive dither). Rows that quantize alike (an encoder's

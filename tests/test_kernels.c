@@ -569,7 +569,7 @@ static void pack_panel(const int8_t *w, int64_t kp, int8_t *B) {
 }
 
 /* the tile: every path's int32 sums equal the naive sums exactly, at the extremes of the
- * ranges too (the int16 pair sums of vpmaddubsw must never saturate) */
+ * ranges too (plain AVX2 splits activations into nibbles so vpmaddubsw never saturates) */
 TEST(int8_tile_exact) {
     const kern_ops *paths[3];
     int np = n_paths(paths);
@@ -602,7 +602,7 @@ TEST(int8_tile_exact) {
 
 /* kern_linear_i8 on odd shapes (rows not a multiple of 4, channels of 16, inputs of 4):
  * AVX2 output identical to the scalar path bit for bit; both close to the fp32 product
- * (normalized error, as test-backend-ops measures quantized types: 7-bit rows of uniform
+ * (normalized error, as test-backend-ops measures quantized types: 8-bit rows of uniform
  * data give ~1e-4, random smoothing up to ~2e-3; a layout bug gives ~1) */
 static int check_linear_i8(kern_pool *pool, int64_t n, int64_t in, int64_t out, int smooth,
                            int dither) {

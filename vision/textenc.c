@@ -299,12 +299,12 @@ static int calibrate(textenc *te, char *err, size_t errlen) {
     return rc;
 }
 
-/* int8 copies of the first TE_INT8_LINEARS linear layers of every layer, smoothed with the
- * calibration (the fp32 weights stay mapped). The FFN output dense stays fp32: its input,
- * the GELU output, is heavy-tailed, and 7-bit rows of it cost the most accuracy (on 600
- * real chunks, int8 there alone: min cosine 0.9966; qkv + attention out + FFN in
- * together: 0.9979, mean 0.9992; all four: 0.9923). */
-#define TE_INT8_LINEARS 3
+/* int8 copies of all four linear layers of every layer, smoothed with the calibration (the
+ * fp32 weights stay mapped). The FFN output's input, the GELU output, is heavy-tailed: with
+ * 7-bit activation rows it cost the most accuracy and stayed fp32 (1,514 real texts, all
+ * four in int8: min cosine 0.9940); with 8-bit rows (kernels/kern_internal.h) all four
+ * give min 0.9979, p1 0.9989, and the encoder x1.71 of fp32 instead of x1.37. */
+#define TE_INT8_LINEARS 4
 static int quantize_layers(textenc *te, char *err, size_t errlen) {
     if (calibrate(te, err, errlen) != 0) return -1;
     int64_t h = te->h, in = te->inter, w = te->calib_width;
@@ -423,7 +423,8 @@ typedef struct {
     const int32_t *ids;     /* all tokens, texts end to end */
     const int32_t *start;   /* per text: first token; start[n_texts] = T */
     float *x, *qkv, *ctx, *tmp, *mid;
-    float *out;             /* [n_texts][h] */
+    float *out;             /* the call's output rows, [n][h] */
+    const int32_t *rows;    /* per text of the pass: its index in the call (its out row) */
     const te_layer *ly;
     int failed;             /* an int8 linear ran out of memory */
     const float *dither;    /* per token: int8 rounding dither (te_dither of its position) */
@@ -514,7 +515,7 @@ static void pool_texts(void *c_, int64_t b, int64_t e, int thread) {
     fwd *c = c_;
     int64_t h = c->te->h;
     for (int64_t t = b; t < e; t++) {
-        float *o = c->out + t * h;
+        float *o = c->out + (int64_t)c->rows[t] * h;
         int32_t s = c->start[t], L = c->start[t + 1] - s;
         memset(o, 0, (size_t)h * sizeof *o);
         for (int32_t k = 0; k < L; k++) kern_add(o, c->x + (int64_t)(s + k) * h, h);
@@ -576,8 +577,8 @@ typedef struct batch_src {
     /* token ids of texts [b, e) of the call into ids + (i - g0) * TEXTENC_MAX_TOKENS */
     void (*tokenize)(struct batch_src *src, int64_t b, int64_t e, int64_t g0, int32_t *ids,
                      int32_t *lens);
-    /* texts [t0, t0 + c->n_texts) just ran; their final token states are in c->x */
-    void (*after)(struct batch_src *src, int32_t t0, const fwd *c);
+    /* texts c->rows[0 .. c->n_texts) just ran; their final token states are in c->x */
+    void (*after)(struct batch_src *src, const fwd *c);
 } batch_src;
 
 typedef struct {
@@ -593,6 +594,21 @@ static void tokenize_group(void *c_, int64_t b, int64_t e, int thread) {
     c->src->tokenize(c->src, c->g0 + b, c->g0 + e, c->g0, c->ids, c->lens);
 }
 
+/* At int8, the texts te_repetitive picks run in fp32 passes of their own: the group's
+ * texts in pass order, int8 ones first, so that each kind fills whole passes (in text
+ * order they alternate, and R-intro's index pages cut its passes to ~5 texts each). */
+static void pass_order(const textenc *te, const int32_t *tok, const int32_t *lens, int32_t gn,
+                       int32_t g0, int32_t *order, int32_t *n_first) {
+    int32_t k = 0;
+    for (int kind = 0; kind < 2; kind++) {
+        if (kind == 1) *n_first = k;
+        for (int32_t i = 0; i < gn; i++) {
+            int fp = te->prec == TEXTENC_INT8 && te_repetitive(tok + (int64_t)i * TEXTENC_MAX_TOKENS, lens[i]);
+            if (fp == kind) order[k++] = g0 + i;
+        }
+    }
+}
+
 /* Texts in token-budgeted forward passes of whole texts, tokenized a group at a time. */
 static int run_batches(textenc *te, int32_t n, batch_src *src, float *out, char *err,
                        size_t errlen) {
@@ -601,52 +617,47 @@ static int run_batches(textenc *te, int32_t n, batch_src *src, float *out, char 
     int32_t *lens = malloc(TE_TOKENIZE_GROUP * sizeof *lens);
     int32_t *ids = malloc((size_t)B * sizeof *ids);
     int32_t *start = malloc((TE_TOKENIZE_GROUP + 1) * sizeof *start);
+    int32_t *order = malloc(TE_TOKENIZE_GROUP * sizeof *order);
     float *x = malloc((size_t)(B * h) * sizeof *x), *qkv = malloc((size_t)(B * 3 * h) * sizeof *x);
     float *ctx = malloc((size_t)(B * h) * sizeof *x), *tmp = malloc((size_t)(B * h) * sizeof *x);
     float *mid = malloc((size_t)(B * te->inter) * sizeof *x), *dith = malloc((size_t)B * sizeof *x);
     int rc = 0;
-    if (!tok || !lens || !ids || !start || !x || !qkv || !ctx || !tmp || !mid || !dith) {
+    if (!tok || !lens || !ids || !start || !order || !x || !qkv || !ctx || !tmp || !mid || !dith) {
         vision_set_err(err, errlen, "textenc: out of memory");
         rc = -1;
         goto done;
     }
     pthread_mutex_lock(&te->mu);
     for (int32_t g0 = 0; g0 < n; g0 += TE_TOKENIZE_GROUP) {
-        int32_t gn = n - g0 < TE_TOKENIZE_GROUP ? n - g0 : TE_TOKENIZE_GROUP;
+        int32_t gn = n - g0 < TE_TOKENIZE_GROUP ? n - g0 : TE_TOKENIZE_GROUP, n_int8 = 0;
         tok_ctx tc = {te, src, g0, tok, lens};
         kern_pool_run(te->pool, gn, 4, tokenize_group, &tc);
-        /* forward passes over runs of whole texts within the token budget */
+        pass_order(te, tok, lens, gn, g0, order, &n_int8);
+        /* forward passes over runs of whole texts within the token budget, one kind each */
         for (int32_t a = 0; a < gn;) {
-            int32_t m = 0, T = 0;
+            int32_t m = 0, T = 0, end = a < n_int8 ? n_int8 : gn;
             start[0] = 0;
-            /* int8: a pass holds texts of one kind, repetitive ones (fp32) or the others */
-            int int8 = te->prec == TEXTENC_INT8, fp = 0;
-            while (a + m < gn && T + lens[a + m] <= B) {
-                if (int8) {
-                    int r = te_repetitive(tok + (int64_t)(a + m) * TEXTENC_MAX_TOKENS, lens[a + m]);
-                    if (m == 0) fp = r;
-                    else if (r != fp) break;
-                }
-                memcpy(ids + T, tok + (int64_t)(a + m) * TEXTENC_MAX_TOKENS,
-                       (size_t)lens[a + m] * sizeof *ids);
-                for (int32_t k = 0; k < lens[a + m]; k++) dith[T + k] = te_dither(k);
-                T += lens[a + m];
+            while (a + m < end && T + lens[order[a + m] - g0] <= B) {
+                int32_t i = order[a + m] - g0;
+                memcpy(ids + T, tok + (int64_t)i * TEXTENC_MAX_TOKENS, (size_t)lens[i] * sizeof *ids);
+                for (int32_t k = 0; k < lens[i]; k++) dith[T + k] = te_dither(k);
+                T += lens[i];
                 start[++m] = T;
             }
-            fwd c = {te, m, ids, start, x, qkv, ctx, tmp, mid, out + (int64_t)(g0 + a) * h, NULL, 0, dith,
-                     int8 && !fp};
+            fwd c = {te, m, ids, start, x, qkv, ctx, tmp, mid, out, order + a, NULL, 0, dith,
+                     te->prec == TEXTENC_INT8 && a < n_int8};
             forward(te, &c);
             if (c.failed && rc == 0) {
                 vision_set_err(err, errlen, "textenc: out of memory");
                 rc = -1;
             }
-            if (!c.failed && src->after) src->after(src, g0 + a, &c);
+            if (!c.failed && src->after) src->after(src, &c);
             a += m;
         }
     }
     pthread_mutex_unlock(&te->mu);
 done:
-    free(tok); free(lens); free(ids); free(start);
+    free(tok); free(lens); free(ids); free(start); free(order);
     free(x); free(qkv); free(ctx); free(tmp); free(mid); free(dith);
     return rc;
 }
@@ -730,12 +741,12 @@ static void span_tokenize(batch_src *s, int64_t b, int64_t e, int64_t g0, int32_
     }
 }
 
-static void span_after(batch_src *s, int32_t t0, const fwd *c) {
+static void span_after(batch_src *s, const fwd *c) {
     span_src *p = (span_src *)s;
     int64_t h = c->te->h;
     for (int32_t t = 0; t < c->n_texts; t++)
-        for (int32_t j = 0; j < p->n_spans[t0 + t]; j++) {
-            int64_t k = p->first[t0 + t] + j;
+        for (int32_t j = 0; j < p->n_spans[c->rows[t]]; j++) {
+            int64_t k = p->first[c->rows[t]] + j;
             float *o = p->span_out + k * h;
             memset(o, 0, (size_t)h * sizeof *o);
             for (int32_t q = p->lo[k]; q < p->hi[k]; q++)
