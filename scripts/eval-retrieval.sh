@@ -6,7 +6,9 @@
 #   2. two real Debian documentation PDFs (tests/data/eval_questions_debian.json, 20
 #      questions written before mmrag ran on them; retrieval has since been tuned on them),
 #   3. three other Debian PDFs (tests/data/eval_questions_debian2.json, 77 questions written
-#      from pdftotext before mmrag ran on them; never tuned on: the honest number).
+#      from pdftotext before mmrag ran on them; never tuned on: the honest number),
+#   3b. four more R manuals (tests/data/eval_questions_debian3.json, ~200 questions written
+#      the same way; never tuned on: large enough that one question is 0.005).
 # Each table ends with the fusion ablation: -sent (no sentence vectors), -sect (section
 # path not in BM25), rrf (rank fusion instead of score fusion). Embedding the ~5,000
 # chunks of the five PDFs takes several minutes on 2 cores.
@@ -50,6 +52,12 @@ t0=$(date +%s)
 echo "(indexed with embeddings in $(( $(date +%s) - t0 )) s)"
 "$m" eval retrieval --db "$tmp/db-deb2" "$here/tests/data/eval_questions_debian2.json" | summary | tee "$tmp/deb2.sum"
 
+echo "== R manuals, untuned (tests/data/eval_questions_debian3.json)"
+t0=$(date +%s)
+"$m" index --db "$tmp/db-deb3" "$dir/R-FAQ.pdf" "$dir/R-data.pdf" "$dir/R-lang.pdf" "$dir/R-ints.pdf" | tail -2
+echo "(indexed with embeddings in $(( $(date +%s) - t0 )) s)"
+"$m" eval retrieval --db "$tmp/db-deb3" "$here/tests/data/eval_questions_debian3.json" | summary | tee "$tmp/deb3.sum"
+
 # answers over the same collection (api/core/answer_eval.c): the untuned set written from
 # pdftotext before mmrag ran on it, then the development set the thresholds were set on
 for set in answer_questions_debian answer_questions_dev; do
@@ -79,15 +87,16 @@ delta() {
 }
 
 # the text encoder's other precision (issue 14's gate for int8: every fused number within
-# +-0.01): the generated corpus and both Debian sets indexed and searched again with it.
+# +-0.01): the generated corpus and the three Debian sets indexed and searched again with it.
 # MMRAG_EVAL_PRECISION=0 skips it.
 if [ "${MMRAG_EVAL_PRECISION:-1}" != 0 ]; then
   cur=$("$m" index --help 2>&1 | tr -s '\n ' ' ' | grep -q 'else int8' && echo int8 || echo fp32)
   cur=${MMRAG_PRECISION:-$cur}; alt=$([ "$cur" = int8 ] && echo fp32 || echo int8)
-  for set in gen:eval_questions deb:eval_questions_debian deb2:eval_questions_debian2; do
+  for set in gen:eval_questions deb:eval_questions_debian deb2:eval_questions_debian2 deb3:eval_questions_debian3; do
     name=${set%%:*}; q=${set#*:}
     case $name in gen) files=("$tmp/gen"/*.pdf) ;; deb) files=("$dir/debian-reference.en.pdf" "$dir/gnuplot.pdf") ;;
-                  deb2) files=("$dir/R-intro.pdf" "$dir/R-admin.pdf" "$dir/asymptote.pdf") ;; esac
+                  deb2) files=("$dir/R-intro.pdf" "$dir/R-admin.pdf" "$dir/asymptote.pdf") ;;
+                  deb3) files=("$dir/R-FAQ.pdf" "$dir/R-data.pdf" "$dir/R-lang.pdf" "$dir/R-ints.pdf") ;; esac
     echo "== text encoder $alt vs $cur: $q.json (difference from $cur)"
     t0=$(date +%s)
     MMRAG_PRECISION=$alt "$m" index --db "$tmp/db-$name-$alt" "${files[@]}" >/dev/null || echo "eval: indexing ($alt) failed"

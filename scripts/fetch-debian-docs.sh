@@ -8,6 +8,8 @@
 #   r-doc-pdf 4.2.2.20221110-2       R-intro.pdf              113 pages (pdfTeX-1.40.24)
 #   r-doc-pdf 4.2.2.20221110-2       R-admin.pdf               85 pages (pdfTeX-1.40.24)
 #   asymptote-doc 2.85+ds-1          asymptote.pdf            196 pages (pdfTeX-1.40.24, figures)
+# and, for the untuned third set (tests/data/eval_questions_debian3.json), the same .deb's
+#   R-FAQ.pdf 52 pages, R-data.pdf 41, R-lang.pdf 69, R-ints.pdf 81 (pdfTeX-1.40.24)
 # Usage: scripts/fetch-debian-docs.sh   (exit 1 with a one-line reason when unavailable)
 set -euo pipefail
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/mmrag/debian-docs
@@ -17,6 +19,10 @@ pins=(
 "gnuplot-doc=5.4.4+dfsg1-2 ./usr/share/doc/gnuplot/gnuplot.pdf df68dd0613f043141512fc4436d17aaf96727d5a758d85233915ac5056a97206"
 "r-doc-pdf=4.2.2.20221110-2 ./usr/share/R/doc/manual/R-intro.pdf 337ccd0b490b1e66f7e783b45f4588d0599730b4206c0c051edfe1419c568c51"
 "r-doc-pdf=4.2.2.20221110-2 ./usr/share/R/doc/manual/R-admin.pdf 50e256b5f873bbee4c8482df3754fa8654f02ef693409fe5e30b2f114e3efe9f"
+"r-doc-pdf=4.2.2.20221110-2 ./usr/share/R/doc/manual/R-FAQ.pdf de8768520d4fb90dad64c28483ffb92dca7dd9d8dc8556905b35c2e62a939255"
+"r-doc-pdf=4.2.2.20221110-2 ./usr/share/R/doc/manual/R-data.pdf 9381a39ffeb8545a745c2618ba955b4ae4e10b9c8373cd5bc1984fff8318f8ca"
+"r-doc-pdf=4.2.2.20221110-2 ./usr/share/R/doc/manual/R-lang.pdf 4a6120ba505021d7c208078b575fe3f5d5dc91636dcf17de8a4208adda90d7dc"
+"r-doc-pdf=4.2.2.20221110-2 ./usr/share/R/doc/manual/R-ints.pdf cdcca722b4de6682a9100550b4361dcd3dd41b5b274d97b9a6230572be63901f"
 "asymptote-doc=2.85+ds-1 ./usr/share/doc/asymptote/asymptote.pdf e17165321f74a5ec1b884cf20773cc43361df8f7fc707b071debf4ef707de051"
 )
 mkdir -p "$cache"
