@@ -109,6 +109,11 @@ kern_i8_weight *kern_i8_weight_create(const float *W, int64_t out, int64_t in);
  * calibration data. smooth NULL: none. */
 kern_i8_weight *kern_i8_weight_create_smooth(const float *W, int64_t out, int64_t in,
                                              const float *smooth);
+/* W's quantization error left by q (made from W with the same smooth), quantized again:
+ * kern_linear_i8_res adds its product, the same activation bytes, so the weights act at
+ * ~15 bits (for inputs whose rows repeat). NULL when out of memory. */
+kern_i8_weight *kern_i8_weight_create_residual(const kern_i8_weight *q, const float *W,
+                                               const float *smooth);
 void kern_i8_weight_free(kern_i8_weight *w); /* NULL is a no-op */
 int64_t kern_i8_weight_out(const kern_i8_weight *w);
 int64_t kern_i8_weight_in(const kern_i8_weight *w);
@@ -116,6 +121,10 @@ int64_t kern_i8_weight_in(const kern_i8_weight *w);
 void kern_i8_weight_row_f32(const kern_i8_weight *w, int64_t o, float *dst);
 int kern_linear_i8(kern_pool *p, const float *X, int64_t n, const kern_i8_weight *W,
                    const float *bias, const float *dither, float *Y);
+/* the same plus the product with W's residual Wr (kern_i8_weight_create_residual; NULL:
+ * none); -1 when Wr's shape is not W's */
+int kern_linear_i8_res(kern_pool *p, const float *X, int64_t n, const kern_i8_weight *W,
+                       const kern_i8_weight *Wr, const float *bias, const float *dither, float *Y);
 
 /* Dot products of one row of n elements (n % 32 == 0) against a q8_0 row. */
 float kern_dot_q8_0_q8_0(int64_t n, const kern_block_q8_0 *x, const kern_block_q8_0 *y);

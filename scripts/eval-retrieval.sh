@@ -90,7 +90,7 @@ delta() {
 # +-0.01): the generated corpus and the three Debian sets indexed and searched again with it.
 # MMRAG_EVAL_PRECISION=0 skips it.
 if [ "${MMRAG_EVAL_PRECISION:-1}" != 0 ]; then
-  cur=$("$m" index --help 2>&1 | tr -s '\n ' ' ' | grep -q 'else int8' && echo int8 || echo fp32)
+  cur=$("$m" index --help 2>&1 | sed -n 's/.*default on this CPU: \([a-z0-9]*\).*/\1/p')
   cur=${MMRAG_PRECISION:-$cur}; alt=$([ "$cur" = int8 ] && echo fp32 || echo int8)
   for set in gen:eval_questions deb:eval_questions_debian deb2:eval_questions_debian2 deb3:eval_questions_debian3; do
     name=${set%%:*}; q=${set#*:}

@@ -605,7 +605,7 @@ TEST(int8_tile_exact) {
  * (normalized error, as test-backend-ops measures quantized types: 8-bit rows of uniform
  * data give ~1e-4, random smoothing up to ~2e-3; a layout bug gives ~1) */
 static int check_linear_i8(kern_pool *pool, int64_t n, int64_t in, int64_t out, int smooth,
-                           int dither) {
+                           int dither, int res) {
     const kern_ops *paths[3];
     int np = n_paths(paths), ok = 1;
     float *dv = malloc(sizeof(float) * (size_t)n); /* a golden-ratio sequence in [-0.5, 0.5) */
@@ -613,11 +613,12 @@ static int check_linear_i8(kern_pool *pool, int64_t n, int64_t in, int64_t out, 
     float *X = rnd_vec(n * in, -1, 1), *W = rnd_vec(out * in, -0.5f, 0.5f), *b = rnd_vec(out, -1, 1);
     float *sm = rnd_vec(in, 0.25f, 4.0f);
     kern_i8_weight *q = kern_i8_weight_create_smooth(W, out, in, smooth ? sm : NULL);
+    kern_i8_weight *qr = res ? kern_i8_weight_create_residual(q, W, smooth ? sm : NULL) : NULL;
     float *Y[3] = {malloc(sizeof(float) * (size_t)(n * out)), malloc(sizeof(float) * (size_t)(n * out)),
                    malloc(sizeof(float) * (size_t)(n * out))};
     double err = 0, ref2 = 0;
-    if (!q || kern_i8_weight_in(q) != in || kern_i8_weight_out(q) != out) ok = 0;
-    for (int p = 0; ok && p < np; p++) ok = kern_linear_i8_ops(paths[p], pool, X, n, q, b, dither ? dv : NULL, Y[p]) == 0;
+    if (!q || kern_i8_weight_in(q) != in || kern_i8_weight_out(q) != out || (res && !qr)) ok = 0;
+    for (int p = 0; ok && p < np; p++) ok = kern_linear_i8_ops(paths[p], pool, X, n, q, qr, b, dither ? dv : NULL, Y[p]) == 0;
     for (int p = 1; ok && p < np; p++)
         if (memcmp(Y[0], Y[p], sizeof(float) * (size_t)(n * out)) != 0) {
             fprintf(stderr, "  int8 linear n=%ld in=%ld out=%ld: %s != scalar\n", (long)n, (long)in,
@@ -631,11 +632,24 @@ static int check_linear_i8(kern_pool *pool, int64_t n, int64_t in, int64_t out, 
             err += (Y[0][r * out + o] - ref) * (Y[0][r * out + o] - ref);
             ref2 += ref * ref;
         }
-    if (ok && !(err / ref2 < 5e-3)) {
-        fprintf(stderr, "  int8 linear n=%ld in=%ld out=%ld: nmse %.2e\n", (long)n, (long)in, (long)out, err / ref2);
+    /* with the residual the weights act at ~15 bits: less error than without it */
+    double err1 = err;
+    if (ok && res && kern_linear_i8_ops(paths[0], pool, X, n, q, NULL, b, dither ? dv : NULL, Y[1]) == 0) {
+        err1 = 0;
+        for (int64_t r = 0; r < n; r++)
+            for (int64_t o = 0; o < out; o++) {
+                double ref = b[o];
+                for (int64_t k = 0; k < in; k++) ref += (double)X[r * in + k] * W[o * in + k];
+                err1 += (Y[1][r * out + o] - ref) * (Y[1][r * out + o] - ref);
+            }
+    }
+    if (ok && (!(err / ref2 < 5e-3) || (res && !(err < err1)))) {
+        fprintf(stderr, "  int8 linear n=%ld in=%ld out=%ld res=%d: nmse %.2e (without the residual %.2e)\n",
+                (long)n, (long)in, (long)out, res, err / ref2, err1 / ref2);
         ok = 0;
     }
     kern_i8_weight_free(q);
+    kern_i8_weight_free(qr);
     free(X); free(W); free(b); free(sm); free(dv); free(Y[0]); free(Y[1]); free(Y[2]);
     return ok;
 }
@@ -645,8 +659,8 @@ TEST(int8_linear_paths_agree) {
     const int64_t shapes[][3] = {{1, 4, 16}, {3, 30, 21}, {7, 64, 33}, {65, 384, 100}, {130, 96, 48}, {9, 1536, 40}};
     for (int s = 0; s < 6; s++)
         for (int sm = 0; sm < 2; sm++)
-            for (int d = 0; d < 2; d++)
-                CHECK(check_linear_i8(s % 2 ? pool : NULL, shapes[s][0], shapes[s][1], shapes[s][2], sm, d));
+            for (int d = 0; d < 4; d++)
+                CHECK(check_linear_i8(s % 2 ? pool : NULL, shapes[s][0], shapes[s][1], shapes[s][2], sm, d & 1, d >> 1));
     CHECK(kern_i8_weight_create(NULL, 0, 4) == NULL);
     kern_i8_weight_free(NULL);
     kern_pool_free(pool);

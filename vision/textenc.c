@@ -28,6 +28,7 @@ typedef struct {
     const float *out_w, *out_b; /* output dense [h][inter] */
     const float *ln2_g, *ln2_b;
     kern_i8_weight *q[4];       /* int8 copies of qkv, ao, in, out; NULL: fp32 (TEXTENC_INT8) */
+    kern_i8_weight *r[4];       /* their residuals (te_repetitive texts) */
 } te_layer;
 
 /* Weights point into the read-only mapping of model.safetensors when they are aligned
@@ -236,17 +237,22 @@ const char *textenc_precision_name(textenc_precision p) {
 
 textenc_precision textenc_precision_of(const textenc *te) { return te ? te->prec : TEXTENC_FP32; }
 
-/* opts → the precision to use: explicit, else $MMRAG_PRECISION, else int8 where the CPU
- * path has the SIMD int8 kernels and fp32 on the scalar path (there OpenBLAS's fp32 is the
- * faster one). int8 passed its gate (README "Text encoder precision"): cosine to fp32 >= 0.995
- * on every one of 23,445 real texts, and retrieval within 0.01 of fp32 on the three
- * evaluation sets. */
+textenc_precision textenc_precision_auto(void) {
+    return strstr(kern_cpu_path(), "vnni") ? TEXTENC_INT8 : TEXTENC_FP32;
+}
+
+/* opts → the precision to use: explicit, else $MMRAG_PRECISION, else textenc_precision_auto.
+ * int8 passed its gate (README "Text encoder precision"): cosine to fp32 >= 0.995 on every
+ * one of 23,445 real texts, and retrieval within 0.01 of fp32 on the four evaluation sets.
+ * It is the default only where the int8 tile has VNNI: there the encoder runs x1.95 of fp32;
+ * plain AVX2 takes each activation byte as two nibbles and ran x0.92-0.95 of fp32 (2 cores,
+ * OpenBLAS Haswell or Cooperlake kernels), and the scalar path is slower still. */
 static int pick_precision(const textenc_opts *opts, textenc_precision *p, char *err,
                           size_t errlen) {
     *p = opts ? opts->precision : TEXTENC_PRECISION_DEFAULT;
     if (*p == TEXTENC_FP32 || *p == TEXTENC_INT8) return 0;
     const char *e = getenv("MMRAG_PRECISION");
-    *p = strcmp(kern_cpu_path(), "scalar") != 0 ? TEXTENC_INT8 : TEXTENC_FP32;
+    *p = textenc_precision_auto();
     if (!e || !*e || textenc_precision_parse(e, p) == 0) return 0;
     vision_set_err(err, errlen, "textenc: MMRAG_PRECISION=%s: expected fp32 or int8", e);
     return -1;
@@ -305,6 +311,19 @@ static int calibrate(textenc *te, char *err, size_t errlen) {
  * four in int8: min cosine 0.9940); with 8-bit rows (kernels/kern_internal.h) all four
  * give min 0.9979, p1 0.9989, and the encoder x1.71 of fp32 instead of x1.37. */
 #define TE_INT8_LINEARS 4
+/* At int8 every pass runs the int8 copies, so the stacked fp32 query/key/value copies
+ * (10.6 MB for MiniLM-L6) are freed; the other fp32 weights are the file's mapping. */
+static void drop_fp32_qkv(textenc *te) {
+    for (int i = 0; i < te->n_layers; i++)
+        for (int j = 0; j < te->n_owned; j++)
+            if (te->owned[j] == te->layers[i].qkv_w) {
+                free(te->owned[j]);
+                te->owned[j] = NULL;
+                te->layers[i].qkv_w = NULL;
+                break;
+            }
+}
+
 static int quantize_layers(textenc *te, char *err, size_t errlen) {
     if (calibrate(te, err, errlen) != 0) return -1;
     int64_t h = te->h, in = te->inter, w = te->calib_width;
@@ -317,13 +336,15 @@ static int quantize_layers(textenc *te, char *err, size_t errlen) {
         for (int k = 0; k < TE_INT8_LINEARS; k++) {
             smooth_factors(te->calib + (i * 4 + k) * w, W[k], outs[k], ins[k], s);
             ly->q[k] = kern_i8_weight_create_smooth(W[k], outs[k], ins[k], s);
-            if (!ly->q[k]) rc = -1;
+            ly->r[k] = ly->q[k] ? kern_i8_weight_create_residual(ly->q[k], W[k], s) : NULL;
+            if (!ly->r[k]) rc = -1;
         }
     }
     free(s);
     free(te->calib);
     te->calib = NULL;
     if (rc != 0) vision_set_err(err, errlen, "textenc: out of memory (int8 weights)");
+    else drop_fp32_qkv(te);
     return rc;
 }
 
@@ -387,7 +408,10 @@ void textenc_free(textenc *te) {
     for (int i = 0; i < te->n_owned; i++) free(te->owned[i]);
     free(te->owned);
     for (int i = 0; te->layers && i < te->n_layers; i++)
-        for (int k = 0; k < 4; k++) kern_i8_weight_free(te->layers[i].q[k]);
+        for (int k = 0; k < 4; k++) {
+            kern_i8_weight_free(te->layers[i].q[k]);
+            kern_i8_weight_free(te->layers[i].r[k]);
+        }
     free(te->layers);
     mf_safetensors_close(te->file);
     vision_wp_free(te->wp);
@@ -429,6 +453,7 @@ typedef struct {
     int failed;             /* an int8 linear ran out of memory */
     const float *dither;    /* per token: int8 rounding dither (te_dither of its position) */
     int int8;               /* this pass runs the int8 linears */
+    int res;                /* ... with their residuals (te_repetitive texts) */
 } fwd;
 
 /* int8 activations are rounded with a dither that depends on the token's position in its
@@ -448,8 +473,10 @@ static int cmp_i32(const void *a, const void *b) {
 
 /* 1 when one token fills half or more of a text's (8 or more) word pieces: contents and
  * index lines of dot leaders. Their int8 vectors stay furthest from fp32 even with the
- * dither (cosine down to 0.986 where other texts keep >= 0.995), so at int8 they are
- * encoded in fp32: a few percent of a manual's texts. */
+ * dither (cosine down to 0.989 where other texts keep >= 0.997): the weights' rounding
+ * error is the same in every repeated token and the mean keeps it. At int8 they run with
+ * the weights' residuals too (~15-bit weights: 0.9987 on the 14 worst), which costs less
+ * than fp32 and they are a fifth of the tokens of a manual with an index (R-intro). */
 static int te_repetitive(const int32_t *ids, int32_t len) {
     int32_t n = len - 2, s[TEXTENC_MAX_TOKENS], run = 1, best = 1; /* without [CLS] [SEP] */
     if (n < 8) return 0;
@@ -544,7 +571,8 @@ static void linear(textenc *te, fwd *c, int k, const float *X, int64_t T, int64_
                    const float *W, const float *b, int64_t out, float *Y) {
     if (te->calib) record_absmax(te, c, k, X, T, in);
     if (c->int8 && c->ly->q[k]) {
-        if (kern_linear_i8(te->pool, X, T, c->ly->q[k], b, c->dither, Y) != 0) c->failed = 1;
+        if (kern_linear_i8_res(te->pool, X, T, c->ly->q[k], c->res ? c->ly->r[k] : NULL, b, c->dither, Y) != 0)
+            c->failed = 1;
         return;
     }
     kern_linear(te->pool, X, T, in, W, KERN_F32, b, out, Y);
@@ -594,9 +622,9 @@ static void tokenize_group(void *c_, int64_t b, int64_t e, int thread) {
     c->src->tokenize(c->src, c->g0 + b, c->g0 + e, c->g0, c->ids, c->lens);
 }
 
-/* At int8, the texts te_repetitive picks run in fp32 passes of their own: the group's
- * texts in pass order, int8 ones first, so that each kind fills whole passes (in text
- * order they alternate, and R-intro's index pages cut its passes to ~5 texts each). */
+/* At int8, the texts te_repetitive picks run in passes of their own (with the residuals):
+ * the group's texts in pass order, the others first, so that each kind fills whole passes
+ * (in text order they alternate, and R-intro's index pages cut its passes to ~5 texts). */
 static void pass_order(const textenc *te, const int32_t *tok, const int32_t *lens, int32_t gn,
                        int32_t g0, int32_t *order, int32_t *n_first) {
     int32_t k = 0;
@@ -645,7 +673,7 @@ static int run_batches(textenc *te, int32_t n, batch_src *src, float *out, char 
                 start[++m] = T;
             }
             fwd c = {te, m, ids, start, x, qkv, ctx, tmp, mid, out, order + a, NULL, 0, dith,
-                     te->prec == TEXTENC_INT8 && a < n_int8};
+                     te->prec == TEXTENC_INT8, a >= n_int8};
             forward(te, &c);
             if (c.failed && rc == 0) {
                 vision_set_err(err, errlen, "textenc: out of memory");

@@ -45,9 +45,12 @@ typedef struct textenc textenc;
 typedef enum { TEXTENC_PRECISION_DEFAULT = 0, TEXTENC_FP32 = 1, TEXTENC_INT8 = 2 } textenc_precision;
 
 typedef struct {
-    textenc_precision precision; /* DEFAULT: $MMRAG_PRECISION ("fp32"/"int8") if set, else int8
-                                    (fp32 on the scalar CPU path) */
+    textenc_precision precision; /* DEFAULT: $MMRAG_PRECISION ("fp32"/"int8") if set, else
+                                    textenc_precision_auto() */
 } textenc_opts;
+/* What DEFAULT means on this CPU without $MMRAG_PRECISION: int8 where the int8 kernels have
+ * VNNI (AVX512-VNNI or AVX-VNNI: int8 is the faster one), else fp32. */
+textenc_precision textenc_precision_auto(void);
 
 /* {TEXTENC_PRECISION_DEFAULT} */
 textenc_opts textenc_default_opts(void);

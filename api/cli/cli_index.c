@@ -36,7 +36,8 @@ static const char usage[] =
     "  --models DIR model directory (default $MMRAG_MODELS, ./models, or beside the binary)\n"
     "  --json       print a JSON report on stdout\n"
     "  --precision P  text encoder arithmetic, fp32 or int8 (default $MMRAG_PRECISION, else\n"
-    "               int8; int8: faster, vectors within cosine 0.995 of fp32's)\n"
+    "               int8 on CPUs with VNNI, fp32 elsewhere; int8: faster there, vectors\n"
+    "               within cosine 0.995 of fp32's)\n"
     "  Each PDF is parsed in a child process: a crash, hang or out-of-memory there fails\n"
     "  that file only (reported with its reason) and stores nothing of it.\n"
     "  --timeout S    wall-clock limit per document (default 600; 0 = none)\n"
@@ -422,7 +423,10 @@ int cli_index(int argc, char **argv) {
             /* the encoder reads it when embed_create loads it (one process, one encoder) */
             setenv("MMRAG_PRECISION", optarg, 1);
             break;
-        case 'h': fputs(usage, stdout); return CLI_OK;
+        case 'h':
+            fputs(usage, stdout);
+            printf("  Text encoder default on this CPU: %s\n", textenc_precision_auto() == TEXTENC_INT8 ? "int8" : "fp32");
+            return CLI_OK;
         default: fputs(usage, stderr); return CLI_USAGE;
         }
     }
