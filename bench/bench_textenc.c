@@ -7,7 +7,6 @@
  * Env: MMRAG_MODELS, MMRAG_TMP, BENCH_TEXTS (default 200), BENCH_TEXTS_FILE (one text a
  * line, e.g. real chunks; default: generated chunk-like texts), BENCH_THREADS ("1 2"),
  * BENCH_BASELINES=0 (mmrag only). */
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -164,7 +164,7 @@ void kern_i8_dequant_avx2(const int32_t *C, int mr, int nc, const float *sx, con
 /* kern_linear_i8 with an explicit table (tests compare paths) */
 int kern_linear_i8_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_t n,
                        const kern_i8_weight *W, const kern_i8_weight *Wr, const float *bias,
-                       const float *dither, float *Y);
+                       const float *dither, kern_i8_work *work, float *Y);
 
 /* kern_linear with 16-bit or quantized weights and at least this many X rows converts
  * tiles of W to fp32 and uses sgemm (X stays fp32); below it, rows are dotted directly

@@ -121,10 +121,18 @@ int64_t kern_i8_weight_in(const kern_i8_weight *w);
 void kern_i8_weight_row_f32(const kern_i8_weight *w, int64_t o, float *dst);
 int kern_linear_i8(kern_pool *p, const float *X, int64_t n, const kern_i8_weight *W,
                    const float *bias, const float *dither, float *Y);
-/* the same plus the product with W's residual Wr (kern_i8_weight_create_residual; NULL:
- * none); -1 when Wr's shape is not W's */
+/* Scratch for kern_linear_i8_res (the quantized activation rows), grown as needed and kept:
+ * a caller that runs many products reuses it instead of mapping fresh pages per call. One
+ * call at a time per work (callers lock). */
+typedef struct kern_i8_work kern_i8_work;
+kern_i8_work *kern_i8_work_create(void);
+void kern_i8_work_free(kern_i8_work *w); /* NULL is a no-op */
+/* kern_linear_i8 plus the product with W's residual Wr (kern_i8_weight_create_residual;
+ * NULL: none), in work's memory (NULL: allocated per call); -1 when Wr's shape is not W's
+ * or out of memory */
 int kern_linear_i8_res(kern_pool *p, const float *X, int64_t n, const kern_i8_weight *W,
-                       const kern_i8_weight *Wr, const float *bias, const float *dither, float *Y);
+                       const kern_i8_weight *Wr, const float *bias, const float *dither,
+                       kern_i8_work *work, float *Y);
 
 /* Dot products of one row of n elements (n % 32 == 0) against a q8_0 row. */
 float kern_dot_q8_0_q8_0(int64_t n, const kern_block_q8_0 *x, const kern_block_q8_0 *y);

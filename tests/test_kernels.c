@@ -604,8 +604,8 @@ TEST(int8_tile_exact) {
  * AVX2 output identical to the scalar path bit for bit; both close to the fp32 product
  * (normalized error, as test-backend-ops measures quantized types: 8-bit rows of uniform
  * data give ~1e-4, random smoothing up to ~2e-3; a layout bug gives ~1) */
-static int check_linear_i8(kern_pool *pool, int64_t n, int64_t in, int64_t out, int smooth,
-                           int dither, int res) {
+static int check_linear_i8(kern_pool *pool, kern_i8_work *work, int64_t n, int64_t in, int64_t out,
+                           int smooth, int dither, int res) {
     const kern_ops *paths[3];
     int np = n_paths(paths), ok = 1;
     float *dv = malloc(sizeof(float) * (size_t)n); /* a golden-ratio sequence in [-0.5, 0.5) */
@@ -618,7 +618,7 @@ static int check_linear_i8(kern_pool *pool, int64_t n, int64_t in, int64_t out, 
                    malloc(sizeof(float) * (size_t)(n * out))};
     double err = 0, ref2 = 0;
     if (!q || kern_i8_weight_in(q) != in || kern_i8_weight_out(q) != out || (res && !qr)) ok = 0;
-    for (int p = 0; ok && p < np; p++) ok = kern_linear_i8_ops(paths[p], pool, X, n, q, qr, b, dither ? dv : NULL, Y[p]) == 0;
+    for (int p = 0; ok && p < np; p++) ok = kern_linear_i8_ops(paths[p], pool, X, n, q, qr, b, dither ? dv : NULL, p == 1 ? work : NULL, Y[p]) == 0;
     for (int p = 1; ok && p < np; p++)
         if (memcmp(Y[0], Y[p], sizeof(float) * (size_t)(n * out)) != 0) {
             fprintf(stderr, "  int8 linear n=%ld in=%ld out=%ld: %s != scalar\n", (long)n, (long)in,
@@ -634,7 +634,7 @@ static int check_linear_i8(kern_pool *pool, int64_t n, int64_t in, int64_t out, 
         }
     /* with the residual the weights act at ~15 bits: less error than without it */
     double err1 = err;
-    if (ok && res && kern_linear_i8_ops(paths[0], pool, X, n, q, NULL, b, dither ? dv : NULL, Y[1]) == 0) {
+    if (ok && res && kern_linear_i8_ops(paths[0], pool, X, n, q, NULL, b, dither ? dv : NULL, work, Y[1]) == 0) {
         err1 = 0;
         for (int64_t r = 0; r < n; r++)
             for (int64_t o = 0; o < out; o++) {
@@ -656,13 +656,17 @@ static int check_linear_i8(kern_pool *pool, int64_t n, int64_t in, int64_t out, 
 
 TEST(int8_linear_paths_agree) {
     kern_pool *pool = kern_pool_create(3);
+    kern_i8_work *work = kern_i8_work_create(); /* reused across calls: grows, and is reused smaller */
     const int64_t shapes[][3] = {{1, 4, 16}, {3, 30, 21}, {7, 64, 33}, {65, 384, 100}, {130, 96, 48}, {9, 1536, 40}};
     for (int s = 0; s < 6; s++)
         for (int sm = 0; sm < 2; sm++)
             for (int d = 0; d < 4; d++)
-                CHECK(check_linear_i8(s % 2 ? pool : NULL, shapes[s][0], shapes[s][1], shapes[s][2], sm, d & 1, d >> 1));
+                CHECK(check_linear_i8(s % 2 ? pool : NULL, work, shapes[s][0], shapes[s][1], shapes[s][2], sm, d & 1,
+                                      d >> 1));
     CHECK(kern_i8_weight_create(NULL, 0, 4) == NULL);
     kern_i8_weight_free(NULL);
+    kern_i8_work_free(work);
+    kern_i8_work_free(NULL);
     kern_pool_free(pool);
 }
 
