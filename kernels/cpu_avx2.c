@@ -789,7 +789,7 @@ AVX2 static void avx_wsum_acc(const float *p, const float *V, int64_t stride, in
 }
 
 /* the AVX2 table; CPUs with VNNI get vpdpbusd in the int8 tile (the same integers) */
-#define OPS_AVX2(name_, tile_)                                                            \
+#define OPS_AVX2(name_, tile_, tile8_)                                                      \
     {                                                                                      \
     .name = name_,                                                                         \
     .dot_q8_0_q8_0 = avx_dot_q8_0_q8_0,                                                    \
@@ -829,11 +829,12 @@ AVX2 static void avx_wsum_acc(const float *p, const float *V, int64_t stride, in
     .wsum_acc = avx_wsum_acc,                                                              \
     .i8_quantize_row = kern_i8_quantize_row_avx2,                                          \
     .i8_tile = tile_,                                                                      \
+    .i8_tile8 = tile8_,                                                                    \
     .i8_dequant = kern_i8_dequant_avx2,                                                    \
     }
-static const kern_ops ops_avx2 = OPS_AVX2("avx2", kern_i8_tile_avx2);
-static const kern_ops ops_avx2_vnni = OPS_AVX2("avx2+vnni", kern_i8_tile_vnni);
-static const kern_ops ops_avx2_avxvnni = OPS_AVX2("avx2+avxvnni", kern_i8_tile_avxvnni);
+static const kern_ops ops_avx2 = OPS_AVX2("avx2", kern_i8_tile_avx2, NULL);
+static const kern_ops ops_avx2_vnni = OPS_AVX2("avx2+vnni", kern_i8_tile_vnni, kern_i8_tile8_vnni);
+static const kern_ops ops_avx2_avxvnni = OPS_AVX2("avx2+avxvnni", kern_i8_tile_avxvnni, NULL);
 #undef OPS_AVX2
 
 /* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no "f16c". */

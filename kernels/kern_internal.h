@@ -87,6 +87,8 @@ typedef struct {
     /* C[4][16] = A[4][kp] (u8, row stride lda) · one packed 16-channel weight panel (s8),
      * int32 sums: exact, so every path gives the same integers */
     void (*i8_tile)(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
+    /* optional (NULL: i8_tile twice): the same for 8 rows, C[8][16] */
+    void (*i8_tile8)(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
     /* Y[r][o] = ((float)(C[r][o] - zx[r]·wsum[o]) - ux[r]·wsum[o]) · (sx[r]·sw[o]) + bias[o]
      * for r < mr, o < nc (ux, the rows' dithers, and bias may be NULL); the same fp32
      * operations in every path (bit exact) */
@@ -157,6 +159,7 @@ void kern_i8_tile_avx2(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *
  * runs (1 EVEX, 2 VEX, 0 neither) */
 void kern_i8_tile_vnni(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
 void kern_i8_tile_avxvnni(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
+void kern_i8_tile8_vnni(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
 int kern_i8_vnni_kind(void);
 void kern_i8_dequant_avx2(const int32_t *C, int mr, int nc, const float *sx, const int32_t *zx,
                           const float *ux, const float *sw, const int32_t *wsum, const float *bias,

@@ -177,21 +177,29 @@ static void quant_rows(void *ctx, int64_t b, int64_t e, int thread) {
     }
 }
 
-/* Y tile (mr × nc at Y, row stride ldy) = the product of A's rows r.. with panel j of W */
+/* Y tile (mr × nc at Y, row stride ldy) = the product of A's rows r.. with panel j of W;
+ * with rows8, 8 full rows (mr 8) through the 8-row tile */
 static void tile_out(const i8_ctx *c, const kern_i8_weight *W, int64_t j, int64_t r, int mr,
-                     const float *bias, float *Y, int64_t ldy) {
-    int32_t C[KERN_I8_MR * KERN_I8_NR];
+                     int rows8, const float *bias, float *Y, int64_t ldy) {
+    int32_t C[2 * KERN_I8_MR * KERN_I8_NR];
     int64_t o = j * KERN_I8_NR;
     int nc = (int)(W->out - o < KERN_I8_NR ? W->out - o : KERN_I8_NR);
-    c->ops->i8_tile(W->kp, c->A + r * W->kp, W->kp, W->q + j * W->kp * KERN_I8_NR, C);
-    c->ops->i8_dequant(C, mr, nc, c->sx + r, c->zx + r, c->dither ? c->dither + r : NULL,
-                       W->scale + o, W->wsum + o, bias ? bias + o : NULL, Y, ldy);
+    const int8_t *B = W->q + j * W->kp * KERN_I8_NR;
+    if (rows8) c->ops->i8_tile8(W->kp, c->A + r * W->kp, W->kp, B, C);
+    else c->ops->i8_tile(W->kp, c->A + r * W->kp, W->kp, B, C);
+    for (int h = 0; h * KERN_I8_MR < mr; h++) {
+        int64_t rr = r + h * KERN_I8_MR;
+        int m = mr - h * KERN_I8_MR < KERN_I8_MR ? mr - h * KERN_I8_MR : KERN_I8_MR;
+        c->ops->i8_dequant(C + h * KERN_I8_MR * KERN_I8_NR, m, nc, c->sx + rr, c->zx + rr,
+                           c->dither ? c->dither + rr : NULL, W->scale + o, W->wsum + o,
+                           bias ? bias + o : NULL, Y + h * KERN_I8_MR * ldy, ldy);
+    }
 }
 
 static void gemm_tasks(void *ctx, int64_t b, int64_t e, int thread) {
     const i8_ctx *c = ctx;
     const kern_i8_weight *W = c->W;
-    float R[KERN_I8_MR * KERN_I8_NR];
+    float R[2 * KERN_I8_MR * KERN_I8_NR];
     for (int64_t t = b; t < e; t++) {
         int64_t r0 = (t / c->n_pt) * I8_RB, r1 = r0 + I8_RB < c->n ? r0 + I8_RB : c->n;
         int64_t p0 = (t % c->n_pt) * c->panels_per_task;
@@ -199,14 +207,17 @@ static void gemm_tasks(void *ctx, int64_t b, int64_t e, int thread) {
         for (int64_t j = p0; j < p1; j++) {
             int64_t o = j * KERN_I8_NR;
             int nc = (int)(W->out - o < KERN_I8_NR ? W->out - o : KERN_I8_NR);
-            for (int64_t r = r0; r < r1; r += KERN_I8_MR) {
-                int mr = (int)(r1 - r < KERN_I8_MR ? r1 - r : KERN_I8_MR);
+            for (int64_t r = r0; r < r1;) {
+                int rows8 = c->ops->i8_tile8 && r1 - r >= 2 * KERN_I8_MR;
+                int mr = rows8 ? 2 * KERN_I8_MR : (int)(r1 - r < KERN_I8_MR ? r1 - r : KERN_I8_MR);
                 float *Y = c->Y + r * W->out + o;
-                tile_out(c, W, j, r, mr, c->bias, Y, W->out);
-                if (!c->Wr) continue;
-                tile_out(c, c->Wr, j, r, mr, NULL, R, KERN_I8_NR);
-                for (int i = 0; i < mr; i++)
-                    for (int k = 0; k < nc; k++) Y[i * W->out + k] += R[i * KERN_I8_NR + k];
+                tile_out(c, W, j, r, mr, rows8, c->bias, Y, W->out);
+                if (c->Wr) {
+                    tile_out(c, c->Wr, j, r, mr, rows8, NULL, R, KERN_I8_NR);
+                    for (int i = 0; i < mr; i++)
+                        for (int k = 0; k < nc; k++) Y[i * W->out + k] += R[i * KERN_I8_NR + k];
+                }
+                r += mr;
             }
         }
     }

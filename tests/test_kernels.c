@@ -577,23 +577,27 @@ TEST(int8_tile_exact) {
     for (int extreme = 0; extreme < 2; extreme++)
         for (int s = 0; s < 5; s++) {
             int64_t kp = kps[s];
-            uint8_t *A = malloc((size_t)(4 * kp));
+            uint8_t *A = malloc((size_t)(8 * kp)); /* 8 rows for the 8-row tile */
             int8_t *w = malloc((size_t)(16 * kp)), *B = aligned_alloc(32, (size_t)(16 * kp));
-            for (int64_t i = 0; i < 4 * kp; i++)
+            for (int64_t i = 0; i < 8 * kp; i++)
                 A[i] = (uint8_t)(extreme ? KERN_I8_AMAX : rnd_u32() % (KERN_I8_AMAX + 1));
             for (int64_t i = 0; i < 16 * kp; i++)
                 w[i] = (int8_t)(extreme ? (i % 3 ? -KERN_I8_WMAX : KERN_I8_WMAX)
                                         : (int)(rnd_u32() % (2 * KERN_I8_WMAX + 1)) - KERN_I8_WMAX);
             pack_panel(w, kp, B);
-            for (int p = 0; p < np; p++) {
-                int32_t C[64];
-                paths[p]->i8_tile(kp, A, kp, B, C);
-                for (int r = 0; r < 4; r++)
+            for (int p = 0; p < np * 2; p++) { /* each path's 4-row tile, then its 8-row one */
+                int32_t C[128];
+                int rows = p < np ? 4 : 8;
+                const kern_ops *o = paths[p % np];
+                if (rows == 8 && !o->i8_tile8) continue;
+                if (rows == 8) o->i8_tile8(kp, A, kp, B, C);
+                else o->i8_tile(kp, A, kp, B, C);
+                for (int r = 0; r < rows; r++)
                     for (int c = 0; c < 16; c++) {
                         int64_t want = 0;
                         for (int64_t k = 0; k < kp; k++) want += (int64_t)A[r * kp + k] * w[c * kp + k];
-                        CHECK_MSG(C[r * 16 + c] == want, "%s kp=%ld r=%d c=%d: %d vs %ld", paths[p]->name,
-                                  (long)kp, r, c, C[r * 16 + c], (long)want);
+                        CHECK_MSG(C[r * 16 + c] == want, "%s (%d rows) kp=%ld r=%d c=%d: %d vs %ld", o->name,
+                                  rows, (long)kp, r, c, C[r * 16 + c], (long)want);
                     }
             }
             free(A); free(w); free(B);
@@ -632,7 +636,8 @@ static int check_linear_i8(kern_pool *pool, kern_i8_work *work, int64_t n, int64
             err += (Y[0][r * out + o] - ref) * (Y[0][r * out + o] - ref);
             ref2 += ref * ref;
         }
-    /* with the residual the weights act at ~15 bits: less error than without it */
+    /* with the residual the weights act at ~15 bits: less error than without it (from 64
+     * inputs on: with 4, the activations' rounding dominates either way) */
     double err1 = err;
     if (ok && res && kern_linear_i8_ops(paths[0], pool, X, n, q, NULL, b, dither ? dv : NULL, work, Y[1]) == 0) {
         err1 = 0;
@@ -643,7 +648,7 @@ static int check_linear_i8(kern_pool *pool, kern_i8_work *work, int64_t n, int64
                 err1 += (Y[1][r * out + o] - ref) * (Y[1][r * out + o] - ref);
             }
     }
-    if (ok && (!(err / ref2 < 5e-3) || (res && !(err < err1)))) {
+    if (ok && (!(err / ref2 < 5e-3) || (res && in >= 64 && !(err < err1)))) {
         fprintf(stderr, "  int8 linear n=%ld in=%ld out=%ld res=%d: nmse %.2e (without the residual %.2e)\n",
                 (long)n, (long)in, (long)out, res, err / ref2, err1 / ref2);
         ok = 0;
