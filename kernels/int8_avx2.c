@@ -132,56 +132,26 @@ VNNI_VEX void kern_i8_tile_avxvnni(int64_t kp, const uint8_t *A, int64_t lda, co
 /* 8 rows × 16 channels with EVEX vpdpbusd: 16 accumulators, which AVX-512VL's 32 ymm
  * registers hold with room for the operands; each weight load then feeds 8 rows instead
  * of 4 (C is [8][16]) */
+/* one row of the 8-row tile: its broadcast activations against both weight halves, and
+ * its store (token pasting keeps the accumulators named: in an array GCC spills them) */
+#define T8_STEP(r)                                                                          \
+    a = bcast4(A + r * lda + k);                                                            \
+    c##r##0 = _mm256_dpbusd_epi32(c##r##0, a, b0);                                          \
+    c##r##1 = _mm256_dpbusd_epi32(c##r##1, a, b1);
+#define T8_STORE(r)                                                                         \
+    _mm256_storeu_si256((__m256i *)(C + r * KERN_I8_NR), c##r##0);                          \
+    _mm256_storeu_si256((__m256i *)(C + r * KERN_I8_NR + 8), c##r##1);
 VNNI_EVEX void kern_i8_tile8_vnni(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B,
                                   int32_t *C) {
-    /* named accumulators: in an array GCC keeps them in memory */
-    __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00, c70 = c00, c71 = c00;
+    __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256i c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    __m256i c60 = c00, c61 = c00, c70 = c00, c71 = c00;
     for (int64_t k = 0; k < kp; k += 4, B += 64) {
         __m256i b0 = _mm256_load_si256((const __m256i *)B);
-        __m256i b1 = _mm256_load_si256((const __m256i *)(B + 32));
-        __m256i a;
-        a = bcast4(A + 0 * lda + k);
-        c00 = _mm256_dpbusd_epi32(c00, a, b0);
-        c01 = _mm256_dpbusd_epi32(c01, a, b1);
-        a = bcast4(A + 1 * lda + k);
-        c10 = _mm256_dpbusd_epi32(c10, a, b0);
-        c11 = _mm256_dpbusd_epi32(c11, a, b1);
-        a = bcast4(A + 2 * lda + k);
-        c20 = _mm256_dpbusd_epi32(c20, a, b0);
-        c21 = _mm256_dpbusd_epi32(c21, a, b1);
-        a = bcast4(A + 3 * lda + k);
-        c30 = _mm256_dpbusd_epi32(c30, a, b0);
-        c31 = _mm256_dpbusd_epi32(c31, a, b1);
-        a = bcast4(A + 4 * lda + k);
-        c40 = _mm256_dpbusd_epi32(c40, a, b0);
-        c41 = _mm256_dpbusd_epi32(c41, a, b1);
-        a = bcast4(A + 5 * lda + k);
-        c50 = _mm256_dpbusd_epi32(c50, a, b0);
-        c51 = _mm256_dpbusd_epi32(c51, a, b1);
-        a = bcast4(A + 6 * lda + k);
-        c60 = _mm256_dpbusd_epi32(c60, a, b0);
-        c61 = _mm256_dpbusd_epi32(c61, a, b1);
-        a = bcast4(A + 7 * lda + k);
-        c70 = _mm256_dpbusd_epi32(c70, a, b0);
-        c71 = _mm256_dpbusd_epi32(c71, a, b1);
+        __m256i b1 = _mm256_load_si256((const __m256i *)(B + 32)), a;
+        T8_STEP(0) T8_STEP(1) T8_STEP(2) T8_STEP(3) T8_STEP(4) T8_STEP(5) T8_STEP(6) T8_STEP(7)
     }
-    __m256i *o = (__m256i *)C;
-    _mm256_storeu_si256(o + 0, c00);
-    _mm256_storeu_si256(o + 1, c01);
-    _mm256_storeu_si256(o + 2, c10);
-    _mm256_storeu_si256(o + 3, c11);
-    _mm256_storeu_si256(o + 4, c20);
-    _mm256_storeu_si256(o + 5, c21);
-    _mm256_storeu_si256(o + 6, c30);
-    _mm256_storeu_si256(o + 7, c31);
-    _mm256_storeu_si256(o + 8, c40);
-    _mm256_storeu_si256(o + 9, c41);
-    _mm256_storeu_si256(o + 10, c50);
-    _mm256_storeu_si256(o + 11, c51);
-    _mm256_storeu_si256(o + 12, c60);
-    _mm256_storeu_si256(o + 13, c61);
-    _mm256_storeu_si256(o + 14, c70);
-    _mm256_storeu_si256(o + 15, c71);
+    T8_STORE(0) T8_STORE(1) T8_STORE(2) T8_STORE(3) T8_STORE(4) T8_STORE(5) T8_STORE(6) T8_STORE(7)
 }
 
 /* 1: AVX512-VNNI with VL (and the OS saving the AVX-512 state), 2: AVX-VNNI, 0: none */
