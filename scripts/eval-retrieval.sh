@@ -7,7 +7,7 @@
 #      questions written before mmrag ran on them; retrieval has since been tuned on them),
 #   3. three other Debian PDFs (tests/data/eval_questions_debian2.json, 77 questions written
 #      from pdftotext before mmrag ran on them; never tuned on: the honest number),
-#   3b. four more R manuals (tests/data/eval_questions_debian3.json, ~200 questions written
+#   3b. four more R manuals (tests/data/eval_questions_debian3.json, 210 questions written
 #      the same way; never tuned on: large enough that one question is 0.005).
 # Each table ends with the fusion ablation: -sent (no sentence vectors), -sect (section
 # path not in BM25), rrf (rank fusion instead of score fusion). Embedding the ~5,000
@@ -15,7 +15,7 @@
 # 4. The shared store: the generated corpus and the untuned set again on PostgreSQL +
 #    pgvector (a throwaway server, scripts/pg-test.sh), each row's difference from SQLite
 #    (issue 12's bar: fused within +-0.02). MMRAG_EVAL_PG=0 skips it.
-# 5. The text encoder's other precision (fp32 when int8 is the default): all three sets
+# 5. The text encoder's other precision (fp32 when int8 is the default): all four sets
 #    indexed and searched again, each row's difference (issue 14's bar: fused within
 #    +-0.01). MMRAG_EVAL_PRECISION=0 skips it.
 # Usage: scripts/eval-retrieval.sh BUILD MODELS

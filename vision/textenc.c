@@ -29,13 +29,10 @@ typedef struct {
     const float *in_w, *in_b;   /* intermediate [inter][h] */
     const float *out_w, *out_b; /* output dense [h][inter] */
     const float *ln2_g, *ln2_b;
-    kern_i8_weight *q[4];       /* int8 copies of qkv, ao, in, out; NULL: fp32 (TEXTENC_INT8) */
+    kern_i8_weight *q[4];       /* int8 copies of qkv, ao, in, out (TEXTENC_INT8 only) */
     kern_i8_weight *r[4];       /* their residuals (te_repetitive texts) */
 } te_layer;
 
-/* Weights point into the read-only mapping of model.safetensors when they are aligned
- * F32 (no copy); others (F16/BF16, unaligned, the stacked QKV) are malloc'd copies kept
- * in `owned`. The file must not be modified while the encoder is loaded. */
 /* One forward pass's buffers (~16 MB at the token budget): kept between calls, because
  * fresh ones each call cost page faults and zeroed pages (10% of indexing's CPU time was
  * the kernel's). */
@@ -53,6 +50,9 @@ static void scratch_free(te_scratch *s) {
     free(s);
 }
 
+/* Weights point into the read-only mapping of model.safetensors when they are aligned
+ * F32 (no copy); others (F16/BF16, unaligned, the stacked QKV) are malloc'd copies kept
+ * in `owned`. The file must not be modified while the encoder is loaded. */
 struct textenc {
     int32_t h, heads, n_layers, inter, max_pos, vocab;
     float eps;
@@ -325,12 +325,6 @@ static int calibrate(textenc *te, char *err, size_t errlen) {
     return rc;
 }
 
-/* int8 copies of all four linear layers of every layer, smoothed with the calibration (the
- * fp32 weights stay mapped). The FFN output's input, the GELU output, is heavy-tailed: with
- * 7-bit activation rows it cost the most accuracy and stayed fp32 (1,514 real texts, all
- * four in int8: min cosine 0.9940); with 8-bit rows (kernels/kern_internal.h) all four
- * give min 0.9979, p1 0.9989, and the encoder x1.71 of fp32 instead of x1.37. */
-#define TE_INT8_LINEARS 4
 /* At int8 every pass runs the int8 copies, so the stacked fp32 query/key/value copies
  * (10.6 MB for MiniLM-L6) are freed; the other fp32 weights are the file's mapping. */
 static void drop_fp32_qkv(textenc *te) {
@@ -344,6 +338,12 @@ static void drop_fp32_qkv(textenc *te) {
             }
 }
 
+/* int8 copies of all four linear layers of every layer, smoothed with the calibration, and
+ * their residuals (te_repetitive texts; the fp32 weights stay mapped). The FFN output's
+ * input, the GELU output, is heavy-tailed: with 7-bit activation rows it cost the most
+ * accuracy and stayed fp32 (1,514 real texts, all four in int8: min cosine 0.9940); with
+ * 8-bit rows (kernels/kern_internal.h) all four give min 0.9979, p1 0.9989, and the
+ * encoder x1.71 of fp32 instead of x1.37. */
 static int quantize_layers(textenc *te, char *err, size_t errlen) {
     if (calibrate(te, err, errlen) != 0) return -1;
     int64_t h = te->h, in = te->inter, w = te->calib_width;
@@ -353,7 +353,7 @@ static int quantize_layers(textenc *te, char *err, size_t errlen) {
         te_layer *ly = &te->layers[i];
         const float *W[4] = {ly->qkv_w, ly->ao_w, ly->in_w, ly->out_w};
         int64_t outs[4] = {3 * h, h, in, h}, ins[4] = {h, h, h, in};
-        for (int k = 0; k < TE_INT8_LINEARS; k++) {
+        for (int k = 0; k < 4; k++) {
             smooth_factors(te->calib + (i * 4 + k) * w, W[k], outs[k], ins[k], s);
             ly->q[k] = kern_i8_weight_create_smooth(W[k], outs[k], ins[k], s);
             ly->r[k] = ly->q[k] ? kern_i8_weight_create_residual(ly->q[k], W[k], s) : NULL;
@@ -591,7 +591,7 @@ static void record_absmax(textenc *te, const fwd *c, int k, const float *X, int6
 static void linear(textenc *te, fwd *c, int k, const float *X, int64_t T, int64_t in,
                    const float *W, const float *b, int64_t out, float *Y) {
     if (te->calib) record_absmax(te, c, k, X, T, in);
-    if (c->int8 && c->ly->q[k]) {
+    if (c->int8) { /* every linear has its int8 copy (quantize_layers) */
         if (kern_linear_i8_res(te->pool, X, T, c->ly->q[k], c->res ? c->ly->r[k] : NULL, b, c->dither,
                                te->scr->i8, Y) != 0)
             c->failed = 1;
@@ -653,13 +653,12 @@ static void pass_order(const textenc *te, const int32_t *tok, const int32_t *len
     for (int kind = 0; kind < 2; kind++) {
         if (kind == 1) *n_first = k;
         for (int32_t i = 0; i < gn; i++) {
-            int fp = te->prec == TEXTENC_INT8 && te_repetitive(tok + (int64_t)i * TEXTENC_MAX_TOKENS, lens[i]);
-            if (fp == kind) order[k++] = g0 + i;
+            int rep = te->prec == TEXTENC_INT8 && te_repetitive(tok + (int64_t)i * TEXTENC_MAX_TOKENS, lens[i]);
+            if (rep == kind) order[k++] = g0 + i;
         }
     }
 }
 
-/* Texts in token-budgeted forward passes of whole texts, tokenized a group at a time. */
 static te_scratch *scratch_create(const textenc *te) {
     int64_t h = te->h, B = TE_TOKEN_BUDGET;
     te_scratch *s = calloc(1, sizeof *s);
