@@ -135,6 +135,62 @@ void kern_attention_ops(const kern_ops *ops, kern_pool *p, const float *Q, int q
     kern_pool_run(p, (int64_t)n_heads * ((n_q + ATT_QB - 1) / ATT_QB), 1, attn_tiled_range, &c);
 }
 
+/* the tiled schedule with bf16 products (kernels/attention_bf16.c): K and V packed per kv
+ * head, 4 query rows × 32 keys in QK, 4 rows × 32 dims in PV; softmax writes bf16
+ * probabilities and PV scales by 1/sum at the store */
+static void attn_bf16_range(void *ctx, int64_t b, int64_t e, int thread) {
+    const attn_ctx *c = ctx;
+    int64_t d = c->head_dim, npad = (c->n_kv + 31) & ~31, nqb = (c->n_q + ATT_QB - 1) / ATT_QB;
+    uint32_t *KT2 = malloc((size_t)(d * npad + 2 * d) * sizeof *KT2), *V2 = KT2 ? KT2 + d / 2 * npad : NULL;
+    float *S = malloc((size_t)(ATT_QB * npad) * sizeof *S);
+    uint16_t *P = malloc((size_t)(ATT_QB * npad) * sizeof *P);
+    if (!KT2 || !S || !P) { /* out of memory: the fp32 schedule */
+        free(KT2), free(S), free(P);
+        attn_tiled_range(ctx, b, e, thread);
+        return;
+    }
+    uint32_t *q2 = V2 + npad / 2 * d; /* 4 packed query rows */
+    float inv[ATT_QB], scale = 1.0f / sqrtf((float)d);
+    int packed = -1;
+    for (int64_t it = b; it < e; it++) {
+        int h = (int)(it / nqb), g = h / c->group;
+        int64_t q0 = (it % nqb) * ATT_QB, q1 = q0 + ATT_QB < c->n_q ? q0 + ATT_QB : c->n_q;
+        if (g != packed)
+            kern_bf16_pack_kv(c->K + (int64_t)g * d, c->V + (int64_t)g * d, c->kv_stride, c->n_kv, d, npad, KT2, V2),
+                packed = g;
+        int64_t nk = (att_lim(c, q1 - 1) + 31) & ~31; /* the block's widest row, padded */
+        const float *Q = c->Q + q0 * c->q_stride + (int64_t)h * d;
+        for (int64_t r = 0; r < q1 - q0; r += 4) {
+            int nr = q1 - q0 - r < 4 ? (int)(q1 - q0 - r) : 4;
+            kern_bf16_pack_q(Q + r * c->q_stride, c->q_stride, nr, d, q2);
+            kern_bf16_qk_tile(q2, nr, KT2, npad, nk, d, scale, S + r * npad, npad);
+        }
+        for (int64_t i = q0; i < q1; i++)
+            inv[i - q0] = kern_bf16_softmax_row(S + (i - q0) * npad, att_lim(c, i), nk, P + (i - q0) * npad);
+        float *O = c->out + q0 * c->out_stride + (int64_t)h * d;
+        for (int64_t r = 0; r < q1 - q0; r += 4) {
+            int nr = q1 - q0 - r < 4 ? (int)(q1 - q0 - r) : 4;
+            kern_bf16_pv_tile(P + r * npad, npad, nr, V2, nk, d, inv + r, O + r * c->out_stride, c->out_stride);
+        }
+    }
+    free(KT2), free(S), free(P);
+}
+
+void kern_attention_bf16(kern_pool *p, const float *Q, int q_stride, const float *K, const float *V,
+                         int kv_stride, float *out, int out_stride, int n_q, int n_kv, int n_heads,
+                         int n_kv_heads, int head_dim, int causal, int64_t q_pos0) {
+    if (kern_cuda_available() || n_q < 8 || n_kv < 8 || head_dim % 32 || n_heads <= 0 ||
+        !kern_bf16_available()) {
+        kern_attention(p, Q, q_stride, K, V, kv_stride, out, out_stride, n_q, n_kv, n_heads,
+                       n_kv_heads, head_dim, causal, q_pos0);
+        return;
+    }
+    if (n_kv_heads <= 0 || n_heads % n_kv_heads) n_kv_heads = n_heads; /* invalid: no GQA */
+    attn_ctx c = {kern_ops_get(), Q, K, V, out, q_stride, kv_stride, out_stride, n_kv, n_heads,
+                  n_heads / n_kv_heads, head_dim, causal, q_pos0, n_q};
+    kern_pool_run(p, (int64_t)n_heads * ((n_q + ATT_QB - 1) / ATT_QB), 1, attn_bf16_range, &c);
+}
+
 void kern_attention(kern_pool *p, const float *Q, int q_stride, const float *K, const float *V,
                     int kv_stride, float *out, int out_stride, int n_q, int n_kv, int n_heads,
                     int n_kv_heads, int head_dim, int causal, int64_t q_pos0) {

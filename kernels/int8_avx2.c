@@ -16,20 +16,26 @@
 
 #include "kernels/avx2_util.h"
 
-AVX2 static inline __m256i quant8(const float *x, __m256 inv, __m256 u, __m256i zp) {
-    __m256 v = _mm256_round_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(x), inv), u),
+/* x[i..i+8) · m[i..i+8) (m NULL: x itself; times 1 would be the same bits) */
+AVX2 static inline __m256 load_xm(const float *x, const float *m, int64_t i) {
+    return m ? _mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(m + i)) : _mm256_loadu_ps(x + i);
+}
+
+AVX2 static inline __m256i quant8(const float *x, const float *m, int64_t i, __m256 inv, __m256 u,
+                                  __m256i zp) {
+    __m256 v = _mm256_round_ps(_mm256_add_ps(_mm256_mul_ps(load_xm(x, m, i), inv), u),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(v), zp);
     q = _mm256_max_epi32(q, _mm256_setzero_si256());
     return _mm256_min_epi32(q, _mm256_set1_epi32(KERN_I8_AMAX));
 }
 
-AVX2 void kern_i8_quantize_row_avx2(const float *x, int64_t n, int64_t kp, float u, uint8_t *q,
-                                    float *scale, int32_t *zp) {
+AVX2 void kern_i8_quantize_row_avx2(const float *x, const float *m, int64_t n, int64_t kp, float u,
+                                    uint8_t *q, float *scale, int32_t *zp) {
     __m256 vlo = _mm256_setzero_ps(), vhi = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
+        __m256 v = load_xm(x, m, i);
         vlo = _mm256_min_ps(vlo, v);
         vhi = _mm256_max_ps(vhi, v);
     }
@@ -40,9 +46,10 @@ AVX2 void kern_i8_quantize_row_avx2(const float *x, int64_t n, int64_t kp, float
         mn = lo[j] < mn ? lo[j] : mn;
         mx = hi[j] > mx ? hi[j] : mx;
     }
-    for (; i < n; i++) {
-        mn = x[i] < mn ? x[i] : mn;
-        mx = x[i] > mx ? x[i] : mx;
+    for (int64_t k = i; k < n; k++) {
+        float v = x[k] * (m ? m[k] : 1.0f);
+        mn = v < mn ? v : mn;
+        mx = v > mx ? v : mx;
     }
     kern_i8_row_params(mn, mx, scale, &inv, zp);
     const __m256 vinv = _mm256_set1_ps(inv);
@@ -50,14 +57,13 @@ AVX2 void kern_i8_quantize_row_avx2(const float *x, int64_t n, int64_t kp, float
     const __m256 vu = _mm256_set1_ps(u);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (i = 0; i + 32 <= n; i += 32) {
-        __m256i ab = _mm256_packs_epi32(quant8(x + i, vinv, vu, vzp), quant8(x + i + 8, vinv, vu, vzp));
-        __m256i cd = _mm256_packs_epi32(quant8(x + i + 16, vinv, vu, vzp),
-                                        quant8(x + i + 24, vinv, vu, vzp));
+        __m256i ab = _mm256_packs_epi32(quant8(x, m, i, vinv, vu, vzp), quant8(x, m, i + 8, vinv, vu, vzp));
+        __m256i cd = _mm256_packs_epi32(quant8(x, m, i + 16, vinv, vu, vzp), quant8(x, m, i + 24, vinv, vu, vzp));
         __m256i b = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(ab, cd), order);
         _mm256_storeu_si256((__m256i *)(q + i), b);
     }
     for (; i < n; i++) {
-        int32_t v = (int32_t)nearbyintf(x[i] * inv + u) + *zp;
+        int32_t v = (int32_t)nearbyintf(x[i] * (m ? m[i] : 1.0f) * inv + u) + *zp;
         q[i] = (uint8_t)(v < 0 ? 0 : v > KERN_I8_AMAX ? KERN_I8_AMAX : v);
     }
     for (; i < kp; i++) q[i] = (uint8_t)*zp;
@@ -174,19 +180,19 @@ AVX2 void kern_i8_dequant_avx2(const int32_t *C, int mr, int nc, const float *sx
         kern_i8_dequant_ref(C, mr, nc, sx, zx, ux, sw, wsum, bias, Y, ldy);
         return;
     }
-    for (int r = 0; r < mr; r++)
+    __m256 ws[2], sc[2], b[2];
+    for (int h = 0; h < 2; h++) {
+        ws[h] = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(wsum + 8 * h)));
+        sc[h] = _mm256_loadu_ps(sw + 8 * h);
+        b[h] = bias ? _mm256_loadu_ps(bias + 8 * h) : _mm256_setzero_ps();
+    }
+    for (int r = 0; r < mr; r++) {
+        __m256 zu = _mm256_set1_ps(-((float)zx[r] + (ux ? ux[r] : 0.0f))), s = _mm256_set1_ps(sx[r]);
         for (int h = 0; h < 2; h++) {
-            __m256i acc = _mm256_loadu_si256((const __m256i *)(C + r * KERN_I8_NR + 8 * h));
-            __m256i z = _mm256_mullo_epi32(_mm256_set1_epi32(zx[r]),
-                                           _mm256_loadu_si256((const __m256i *)(wsum + 8 * h)));
-            __m256 s = _mm256_mul_ps(_mm256_set1_ps(sx[r]), _mm256_loadu_ps(sw + 8 * h));
-            __m256 a = _mm256_cvtepi32_ps(_mm256_sub_epi32(acc, z));
-            if (ux) /* multiply, then subtract: the reference's two roundings */
-                a = _mm256_sub_ps(a, _mm256_mul_ps(_mm256_set1_ps(ux[r]),
-                                                   _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(wsum + 8 * h)))));
-            __m256 v = _mm256_mul_ps(a, s);
-            if (bias) v = _mm256_add_ps(v, _mm256_loadu_ps(bias + 8 * h));
-            _mm256_storeu_ps(Y + r * ldy + 8 * h, v);
+            __m256 acc = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(C + r * KERN_I8_NR + 8 * h)));
+            __m256 a = _mm256_fmadd_ps(zu, ws[h], acc);
+            _mm256_storeu_ps(Y + r * ldy + 8 * h, _mm256_fmadd_ps(a, _mm256_mul_ps(s, sc[h]), b[h]));
         }
+    }
 }
 #endif

@@ -11,16 +11,17 @@
 
 #include "kernels/kern_internal.h"
 
-void kern_i8_quantize_row_ref(const float *x, int64_t n, int64_t kp, float u, uint8_t *q,
-                              float *scale, int32_t *zp) {
+void kern_i8_quantize_row_ref(const float *x, const float *m, int64_t n, int64_t kp, float u,
+                              uint8_t *q, float *scale, int32_t *zp) {
     float lo = 0.0f, hi = 0.0f, inv;
     for (int64_t i = 0; i < n; i++) {
-        lo = x[i] < lo ? x[i] : lo;
-        hi = x[i] > hi ? x[i] : hi;
+        float v = x[i] * (m ? m[i] : 1.0f); /* times 1 is exact: the same bits as x */
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
     }
     kern_i8_row_params(lo, hi, scale, &inv, zp);
     for (int64_t i = 0; i < n; i++) {
-        int32_t v = (int32_t)nearbyintf(x[i] * inv + u) + *zp;
+        int32_t v = (int32_t)nearbyintf(x[i] * (m ? m[i] : 1.0f) * inv + u) + *zp;
         q[i] = (uint8_t)(v < 0 ? 0 : v > KERN_I8_AMAX ? KERN_I8_AMAX : v);
     }
     for (int64_t i = n; i < kp; i++) q[i] = (uint8_t)*zp; /* the value 0.0 */
@@ -41,11 +42,11 @@ void kern_i8_tile_ref(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B
 void kern_i8_dequant_ref(const int32_t *C, int mr, int nc, const float *sx, const int32_t *zx,
                          const float *ux, const float *sw, const int32_t *wsum, const float *bias,
                          float *Y, int64_t ldy) {
-    for (int r = 0; r < mr; r++)
+    for (int r = 0; r < mr; r++) {
+        float zu = (float)zx[r] + (ux ? ux[r] : 0.0f); /* exact: |zx| <= 255, ux in 2^-24 steps */
         for (int c = 0; c < nc; c++) {
-            float a = (float)(C[r * KERN_I8_NR + c] - zx[r] * wsum[c]);
-            if (ux) a = a - ux[r] * (float)wsum[c];
-            float v = a * (sx[r] * sw[c]);
-            Y[r * ldy + c] = bias ? v + bias[c] : v;
+            float a = fmaf(-zu, (float)wsum[c], (float)C[r * KERN_I8_NR + c]);
+            Y[r * ldy + c] = fmaf(a, sx[r] * sw[c], bias ? bias[c] : 0.0f);
         }
+    }
 }

@@ -78,20 +78,21 @@ typedef struct {
     /* out[0..d) = corr · out + Σ_j p[j]·V[j] (corr == 0: out is overwritten, never read) */
     void (*wsum_acc)(const float *p, const float *V, int64_t stride, int64_t n, int64_t d,
                      float corr, float *out);
-    /* int8 linear (kernels/int8_*.c, driven by kernels/linear_i8.c): one X row of n floats
-     * to u8 with a zero point (asymmetric, 0..KERN_I8_AMAX), zero-filled to kp bytes;
-     * q = round(x/scale + u) + zp, u in [-0.5, 0.5] the row's dither (i8_dequant takes it
-     * back out) */
-    void (*i8_quantize_row)(const float *x, int64_t n, int64_t kp, float u, uint8_t *q,
-                            float *scale, int32_t *zp);
+    /* int8 linear (kernels/int8_*.c, driven by kernels/linear_i8.c): one X row of n floats,
+     * times m elementwise (the smoothing; NULL: 1), to u8 with a zero point (asymmetric,
+     * 0..KERN_I8_AMAX), zero-filled to kp bytes; q = round(x·m/scale + u) + zp, u in
+     * [-0.5, 0.5] the row's dither (i8_dequant takes it back out) */
+    void (*i8_quantize_row)(const float *x, const float *m, int64_t n, int64_t kp, float u,
+                            uint8_t *q, float *scale, int32_t *zp);
     /* C[4][16] = A[4][kp] (u8, row stride lda) · one packed 16-channel weight panel (s8),
      * int32 sums: exact, so every path gives the same integers */
     void (*i8_tile)(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
     /* optional (NULL: i8_tile twice): the same for 8 rows, C[8][16] */
     void (*i8_tile8)(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
-    /* Y[r][o] = ((float)(C[r][o] - zx[r]·wsum[o]) - ux[r]·wsum[o]) · (sx[r]·sw[o]) + bias[o]
-     * for r < mr, o < nc (ux, the rows' dithers, and bias may be NULL); the same fp32
-     * operations in every path (bit exact) */
+    /* Y[r][o] = fma(fma(-(zx[r] + ux[r]), wsum[o], C[r][o]), sx[r]·sw[o], bias[o]) in fp32
+     * for r < mr, o < nc (ux, the rows' dithers, and bias may be NULL: 0); the same fp32
+     * operations in every path (bit exact). C as float rounds above 2^24: ~1e-7 of the
+     * zero point's term, far below the activations' rounding */
     void (*i8_dequant)(const int32_t *C, int mr, int nc, const float *sx, const int32_t *zx,
                        const float *ux, const float *sw, const int32_t *wsum, const float *bias,
                        float *Y, int64_t ldy);
@@ -145,13 +146,13 @@ static inline void kern_i8_row_params(float lo, float hi, float *scale, float *i
     float z = nearbyintf(-lo * *inv);
     *zp = z < 0 ? 0 : z > KERN_I8_AMAX ? KERN_I8_AMAX : (int32_t)z;
 }
-void kern_i8_quantize_row_ref(const float *x, int64_t n, int64_t kp, float u, uint8_t *q,
+void kern_i8_quantize_row_ref(const float *x, const float *m, int64_t n, int64_t kp, float u, uint8_t *q,
                               float *scale, int32_t *zp);
 void kern_i8_tile_ref(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
 void kern_i8_dequant_ref(const int32_t *C, int mr, int nc, const float *sx, const int32_t *zx,
                          const float *ux, const float *sw, const int32_t *wsum, const float *bias,
                          float *Y, int64_t ldy);
-void kern_i8_quantize_row_avx2(const float *x, int64_t n, int64_t kp, float u, uint8_t *q,
+void kern_i8_quantize_row_avx2(const float *x, const float *m, int64_t n, int64_t kp, float u, uint8_t *q,
                                float *scale, int32_t *zp);
 void kern_i8_tile_avx2(int64_t kp, const uint8_t *A, int64_t lda, const int8_t *B, int32_t *C);
 /* the same tile with vpdpbusd, EVEX (AVX512-VNNI + VL) or VEX (AVX-VNNI) encoded: the
@@ -167,7 +168,7 @@ void kern_i8_dequant_avx2(const int32_t *C, int mr, int nc, const float *sx, con
 /* kern_linear_i8 with an explicit table (tests compare paths) */
 int kern_linear_i8_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_t n,
                        const kern_i8_weight *W, const kern_i8_weight *Wr, const float *bias,
-                       const float *dither, kern_i8_work *work, float *Y);
+                       kern_act act, const float *dither, kern_i8_work *work, float *Y);
 
 /* kern_linear with 16-bit or quantized weights and at least this many X rows converts
  * tiles of W to fp32 and uses sgemm (X stays fp32); below it, rows are dotted directly
@@ -188,6 +189,17 @@ void kern_attention_rows_ops(const kern_ops *ops, kern_pool *p, const float *Q, 
                              const float *K, const float *V, int kv_stride, float *out,
                              int out_stride, int n_q, int n_kv, int n_heads, int n_kv_heads,
                              int head_dim, int causal, int64_t q_pos0);
+/* bf16 attention products (kernels/attention_bf16.c; layouts there). Available on CPUs
+ * with AVX512_BF16 under the EVEX VNNI table; the packers are portable. */
+int kern_bf16_available(void);
+void kern_bf16_pack_kv(const float *K, const float *V, int64_t stride, int64_t n, int64_t d,
+                       int64_t npad, uint32_t *KT2, uint32_t *V2);
+void kern_bf16_pack_q(const float *Q, int64_t stride, int nr, int64_t d, uint32_t *q2);
+void kern_bf16_qk_tile(const uint32_t *q2, int nr, const uint32_t *KT2, int64_t npad,
+                       int64_t nk, int64_t d, float scale, float *S, int64_t s_stride);
+float kern_bf16_softmax_row(const float *x, int64_t lim, int64_t nk, uint16_t *P);
+void kern_bf16_pv_tile(const uint16_t *P, int64_t p_stride, int nr, const uint32_t *V2,
+                       int64_t nk, int64_t d, const float *inv, float *O, int64_t o_stride);
 /* kern_attn_scores / kern_attn_update with an explicit table */
 void kern_attn_scores_ops(const kern_ops *ops, const float *Q, int q_stride, int R, const float *K,
                           int kv_stride, int kn, int d, float scale, float *S, int s_stride);

@@ -127,12 +127,15 @@ int kern_linear_i8(kern_pool *p, const float *X, int64_t n, const kern_i8_weight
 typedef struct kern_i8_work kern_i8_work;
 kern_i8_work *kern_i8_work_create(void);
 void kern_i8_work_free(kern_i8_work *w); /* NULL is a no-op */
+/* an activation applied to the outputs where they are made (in cache), not in a pass of
+ * its own: the same values as kern_gelu over Y afterwards */
+typedef enum { KERN_ACT_NONE = 0, KERN_ACT_GELU = 1 } kern_act;
 /* kern_linear_i8 plus the product with W's residual Wr (kern_i8_weight_create_residual;
- * NULL: none), in work's memory (NULL: allocated per call); -1 when Wr's shape is not W's
- * or out of memory */
+ * NULL: none), then act, in work's memory (NULL: allocated per call); -1 when Wr's shape
+ * is not W's or out of memory */
 int kern_linear_i8_res(kern_pool *p, const float *X, int64_t n, const kern_i8_weight *W,
-                       const kern_i8_weight *Wr, const float *bias, const float *dither,
-                       kern_i8_work *work, float *Y);
+                       const kern_i8_weight *Wr, const float *bias, kern_act act,
+                       const float *dither, kern_i8_work *work, float *Y);
 
 /* Dot products of one row of n elements (n % 32 == 0) against a q8_0 row. */
 float kern_dot_q8_0_q8_0(int64_t n, const kern_block_q8_0 *x, const kern_block_q8_0 *y);
@@ -183,6 +186,15 @@ void kern_attention(kern_pool *p, const float *Q, int q_stride, const float *K,
                     const float *V, int kv_stride, float *out, int out_stride, int n_q,
                     int n_kv, int n_heads, int n_kv_heads, int head_dim, int causal,
                     int64_t q_pos0);
+
+/* The same with the products QK and PV in bfloat16 (8-bit mantissa, fp32 sums) where the
+ * CPU has AVX512_BF16 and head_dim is a multiple of 32: about twice the fp32 rate; else
+ * exactly kern_attention. For encoders whose token states are pooled (the text encoder
+ * at int8), not for decoding. */
+void kern_attention_bf16(kern_pool *p, const float *Q, int q_stride, const float *K,
+                         const float *V, int kv_stride, float *out, int out_stride, int n_q,
+                         int n_kv, int n_heads, int n_kv_heads, int head_dim, int causal,
+                         int64_t q_pos0);
 
 /* Blocked attention with an online softmax (flash-attention style), for callers that
  * keep their own KV layout (the engine's block cache). Per query row r the running state

@@ -136,45 +136,22 @@ typedef struct {
     const kern_ops *ops;
     const kern_i8_weight *W, *Wr; /* Wr: W's residual, or NULL */
     const float *X, *bias, *dither;
+    kern_act act;
     int64_t n;
     uint8_t *A;       /* n rounded up to 4 rows of kp bytes */
     float *sx;
     int32_t *zx;
-    float *tmp;       /* one smoothed row per pool thread */
     float *Y;
     int64_t n_rb, panels_per_task, n_pt;
 } i8_ctx;
 
-/* dst = x·m elementwise, 8 at a time in GCC's generic vectors (the same IEEE products as
- * one at a time, so both paths still see the same bits; at -O2 the plain loop stayed
- * scalar: 5% of the text encoder's time) */
-typedef float i8_v8 __attribute__((vector_size(32)));
-static void mul_rows(const float *x, const float *m, float *dst, int64_t n) {
-    int64_t k = 0;
-    for (; k + 8 <= n; k += 8) {
-        i8_v8 a, b;
-        memcpy(&a, x + k, sizeof a);
-        memcpy(&b, m + k, sizeof b);
-        a *= b;
-        memcpy(dst + k, &a, sizeof a);
-    }
-    for (; k < n; k++) dst[k] = x[k] * m[k];
-}
-
+/* each X row to u8, smoothed on the fly (the same products in both paths) */
 static void quant_rows(void *ctx, int64_t b, int64_t e, int thread) {
     i8_ctx *c = ctx;
     int64_t in = c->W->in, kp = c->W->kp;
-    const float *m = c->W->inv_smooth;
-    float *tmp = c->tmp + (int64_t)thread * in;
-    for (int64_t r = b; r < e; r++) {
-        const float *x = c->X + r * in;
-        if (m) { /* plain C, shared by both paths: the smoothed row is the same bits */
-            mul_rows(x, m, tmp, in);
-            x = tmp;
-        }
-        c->ops->i8_quantize_row(x, in, kp, c->dither ? c->dither[r] : 0.0f, c->A + r * kp, &c->sx[r],
-                                &c->zx[r]);
-    }
+    for (int64_t r = b; r < e; r++)
+        c->ops->i8_quantize_row(c->X + r * in, c->W->inv_smooth, in, kp, c->dither ? c->dither[r] : 0.0f,
+                                c->A + r * kp, &c->sx[r], &c->zx[r]);
 }
 
 /* Y tile (mr × nc at Y, row stride ldy) = the product of A's rows r.. with panel j of W;
@@ -220,6 +197,11 @@ static void gemm_tasks(void *ctx, int64_t b, int64_t e, int thread) {
                 r += mr;
             }
         }
+        /* the activation over the task's block while it is in L2 (per 16-column tile it
+         * ran 2x slower: too few independent vectors to hide erf's latency) */
+        int64_t o0 = p0 * KERN_I8_NR, o1 = p1 * KERN_I8_NR < W->out ? p1 * KERN_I8_NR : W->out;
+        if (c->act == KERN_ACT_GELU)
+            for (int64_t r = r0; r < r1; r++) c->ops->gelu(c->Y + r * W->out + o0, o1 - o0);
     }
 }
 
@@ -240,13 +222,13 @@ void kern_i8_work_free(kern_i8_work *w) {
 
 int kern_linear_i8_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_t n,
                        const kern_i8_weight *W, const kern_i8_weight *Wr, const float *bias,
-                       const float *dither, kern_i8_work *work, float *Y) {
+                       kern_act act, const float *dither, kern_i8_work *work, float *Y) {
     if (n <= 0) return 0;
     if (Wr && (Wr->out != W->out || Wr->in != W->in)) return -1;
     int64_t n4 = (n + KERN_I8_MR - 1) / KERN_I8_MR * KERN_I8_MR;
     size_t a_sz = I8_ALIGN((size_t)(n4 * W->kp)), s_sz = I8_ALIGN((size_t)n4 * sizeof(float));
     size_t z_sz = I8_ALIGN((size_t)n4 * sizeof(int32_t));
-    size_t need = a_sz + s_sz + z_sz + (size_t)(kern_pool_size(p) * W->in) * sizeof(float);
+    size_t need = a_sz + s_sz + z_sz;
     void *buf = work ? work->buf : NULL;
     if (!work || work->cap < need) {
         buf = aligned_alloc(64, I8_ALIGN(need));
@@ -258,8 +240,8 @@ int kern_linear_i8_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_
         }
     }
     uint8_t *b = buf;
-    i8_ctx c = {ops, W, Wr, X, bias, dither, n, b, (float *)(void *)(b + a_sz),
-                (int32_t *)(void *)(b + a_sz + s_sz), (float *)(void *)(b + a_sz + s_sz + z_sz), Y, 0, 0, 0};
+    i8_ctx c = {ops, W, Wr, X, bias, dither, act, n, b, (float *)(void *)(b + a_sz),
+                (int32_t *)(void *)(b + a_sz + s_sz), Y, 0, 0, 0};
     memset(c.A + n * W->kp, 0, (size_t)((n4 - n) * W->kp)); /* tile rows past n: unused */
     for (int64_t r = n; r < n4; r++) c.sx[r] = 0.0f, c.zx[r] = 0;
     kern_pool_run(p, n, 16, quant_rows, &c);
@@ -276,11 +258,11 @@ int kern_linear_i8_ops(const kern_ops *ops, kern_pool *p, const float *X, int64_
 
 int kern_linear_i8(kern_pool *p, const float *X, int64_t n, const kern_i8_weight *W,
                    const float *bias, const float *dither, float *Y) {
-    return kern_linear_i8_ops(kern_ops_get(), p, X, n, W, NULL, bias, dither, NULL, Y);
+    return kern_linear_i8_ops(kern_ops_get(), p, X, n, W, NULL, bias, KERN_ACT_NONE, dither, NULL, Y);
 }
 
 int kern_linear_i8_res(kern_pool *p, const float *X, int64_t n, const kern_i8_weight *W,
-                       const kern_i8_weight *Wr, const float *bias, const float *dither,
-                       kern_i8_work *work, float *Y) {
-    return kern_linear_i8_ops(kern_ops_get(), p, X, n, W, Wr, bias, dither, work, Y);
+                       const kern_i8_weight *Wr, const float *bias, kern_act act,
+                       const float *dither, kern_i8_work *work, float *Y) {
+    return kern_linear_i8_ops(kern_ops_get(), p, X, n, W, Wr, bias, act, dither, work, Y);
 }

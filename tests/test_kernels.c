@@ -622,7 +622,17 @@ static int check_linear_i8(kern_pool *pool, kern_i8_work *work, int64_t n, int64
                    malloc(sizeof(float) * (size_t)(n * out))};
     double err = 0, ref2 = 0;
     if (!q || kern_i8_weight_in(q) != in || kern_i8_weight_out(q) != out || (res && !qr)) ok = 0;
-    for (int p = 0; ok && p < np; p++) ok = kern_linear_i8_ops(paths[p], pool, X, n, q, qr, b, dither ? dv : NULL, p == 1 ? work : NULL, Y[p]) == 0;
+    for (int p = 0; ok && p < np; p++) ok = kern_linear_i8_ops(paths[p], pool, X, n, q, qr, b, KERN_ACT_NONE, dither ? dv : NULL, p == 1 ? work : NULL, Y[p]) == 0;
+    /* GELU in the tile: the same values as the path's gelu over the finished outputs */
+    float *G = malloc(sizeof(float) * (size_t)(n * out)), *H = malloc(sizeof(float) * (size_t)(n * out));
+    for (int p = 0; ok && p < np; p++) {
+        memcpy(H, Y[p], sizeof(float) * (size_t)(n * out));
+        paths[p]->gelu(H, n * out);
+        ok = kern_linear_i8_ops(paths[p], pool, X, n, q, qr, b, KERN_ACT_GELU, dither ? dv : NULL, work, G) == 0 &&
+             memcmp(G, H, sizeof(float) * (size_t)(n * out)) == 0;
+        if (!ok) fprintf(stderr, "  int8 linear + gelu n=%ld in=%ld out=%ld: %s differs\n", (long)n, (long)in, (long)out, paths[p]->name);
+    }
+    free(G), free(H);
     for (int p = 1; ok && p < np; p++)
         if (memcmp(Y[0], Y[p], sizeof(float) * (size_t)(n * out)) != 0) {
             fprintf(stderr, "  int8 linear n=%ld in=%ld out=%ld: %s != scalar\n", (long)n, (long)in,
@@ -639,7 +649,7 @@ static int check_linear_i8(kern_pool *pool, kern_i8_work *work, int64_t n, int64
     /* with the residual the weights act at ~15 bits: less error than without it (from 64
      * inputs on: with 4, the activations' rounding dominates either way) */
     double err1 = err;
-    if (ok && res && kern_linear_i8_ops(paths[0], pool, X, n, q, NULL, b, dither ? dv : NULL, work, Y[1]) == 0) {
+    if (ok && res && kern_linear_i8_ops(paths[0], pool, X, n, q, NULL, b, KERN_ACT_NONE, dither ? dv : NULL, work, Y[1]) == 0) {
         err1 = 0;
         for (int64_t r = 0; r < n; r++)
             for (int64_t o = 0; o < out; o++) {
@@ -697,10 +707,23 @@ TEST(int8_quantizers) {
         uint8_t qa[3][96];
         float sc[3];
         int32_t zp[3];
-        for (int p = 0; p < np; p++) paths[p]->i8_quantize_row(x, n, 96, 0.0f, qa[p], &sc[p], &zp[p]);
+        for (int p = 0; p < np; p++) paths[p]->i8_quantize_row(x, NULL, n, 96, 0.0f, qa[p], &sc[p], &zp[p]);
         for (int p = 1; p < np; p++) CHECK(memcmp(qa[0], qa[p], 96) == 0 && sc[0] == sc[p] && zp[0] == zp[p]);
         CHECK(qa[0][0] == zp[0] && qa[0][95] == zp[0]);
         for (int64_t i = 0; i < n; i++) CHECK(fabsf((qa[0][i] - zp[0]) * sc[0] - x[i]) <= 0.5f * sc[0] * 1.001f);
+        /* with smoothing factors m: the same bytes as the row multiplied beforehand */
+        float *m = rnd_vec(n, 0.2f, 5), *xm = malloc(sizeof(float) * n);
+        for (int64_t i = 0; i < n; i++) xm[i] = x[i] * m[i];
+        paths[0]->i8_quantize_row(xm, NULL, n, 96, 0.25f, qa[0], &sc[0], &zp[0]);
+        for (int p = 0; p < np; p++) {
+            uint8_t qm[96];
+            float s1;
+            int32_t z1;
+            paths[p]->i8_quantize_row(x, m, n, 96, 0.25f, qm, &s1, &z1);
+            CHECK_MSG(memcmp(qa[0], qm, 96) == 0 && s1 == sc[0] && z1 == zp[0], "%s smoothed n=%ld",
+                      paths[p]->name, (long)n);
+        }
+        free(m), free(xm);
         free(x);
     }
 }
@@ -761,6 +784,52 @@ TEST(attention_vs_naive) {
     kern_attention(pool, Q, 32, K, V, 16, O, 32, 4, 4, 2, 1, 16, 1, 0);
     CHECK(max_abs_diff(O, R, 128) <= 1e-5);
     free(Q); free(K); free(V);
+    kern_pool_free(pool);
+}
+
+/* bf16 round to nearest even, as the packers do */
+static float bf16_round(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* kern_attention_bf16: against naive double attention on the bf16-rounded Q, K, V (what
+ * the products see: only the probabilities' rounding is left, 2^-9) and on the exact
+ * inputs; head dims that are not multiples of 32 take kern_attention's path exactly. */
+TEST(attention_bf16) {
+    if (!kern_bf16_available()) SKIP("no AVX512_BF16 on this CPU");
+    kern_pool *pool = kern_pool_create(2);
+    /* n_q, n_kv, heads, kv heads, head_dim, causal, pos0 */
+    const int cfg[][7] = {{200, 200, 12, 12, 32, 0, 0}, {33, 47, 4, 2, 64, 1, 14},
+                          {9, 9, 3, 3, 32, 0, 0},        {70, 70, 2, 1, 96, 1, 0},
+                          {40, 40, 4, 4, 16, 0, 0}};
+    for (int c = 0; c < 5; c++) {
+        int nq = cfg[c][0], nkv = cfg[c][1], nh = cfg[c][2], nkvh = cfg[c][3], hd = cfg[c][4];
+        int qs = nh * hd + 3, kvs = nkvh * hd + 5, os = nh * hd + 1;
+        float *Q = rnd_vec((int64_t)nq * qs, -2, 2), *K = rnd_vec((int64_t)nkv * kvs, -2, 2);
+        float *V = rnd_vec((int64_t)nkv * kvs, -1, 1), *O = rnd_vec((int64_t)nq * os, 5, 6);
+        float *F = malloc(sizeof(float) * nq * os);
+        float *Qr = malloc(sizeof(float) * nq * qs), *Kr = malloc(sizeof(float) * nkv * kvs);
+        float *Vr = malloc(sizeof(float) * nkv * kvs);
+        for (int i = 0; i < nq * qs; i++) Qr[i] = bf16_round(Q[i]);
+        for (int i = 0; i < nkv * kvs; i++) Kr[i] = bf16_round(K[i]), Vr[i] = bf16_round(V[i]);
+        double *R = malloc(sizeof(double) * nq * os), *Rr = malloc(sizeof(double) * nq * os);
+        for (int i = 0; i < nq * os; i++) R[i] = Rr[i] = F[i] = O[i]; /* slack columns untouched */
+        naive_attention(Q, qs, K, V, kvs, R, os, nq, nkv, nh, nkvh, hd, cfg[c][5], cfg[c][6]);
+        naive_attention(Qr, qs, Kr, Vr, kvs, Rr, os, nq, nkv, nh, nkvh, hd, cfg[c][5], cfg[c][6]);
+        kern_attention_bf16(pool, Q, qs, K, V, kvs, O, os, nq, nkv, nh, nkvh, hd, cfg[c][5], cfg[c][6]);
+        kern_attention(pool, Q, qs, K, V, kvs, F, os, nq, nkv, nh, nkvh, hd, cfg[c][5], cfg[c][6]);
+        double d_r = max_abs_diff(O, Rr, (int64_t)nq * os), d_x = max_abs_diff(O, R, (int64_t)nq * os);
+        if (hd % 32 == 0)
+            CHECK_MSG(d_r <= 4e-3 && d_x <= 0.05 && max_abs_diff(F, R, (int64_t)nq * os) < d_x,
+                      "cfg %d: vs bf16 inputs %g, vs exact %g", c, d_r, d_x);
+        else
+            CHECK_MSG(memcmp(O, F, sizeof(float) * nq * os) == 0, "cfg %d: not kern_attention's path", c);
+        free(Q); free(K); free(V); free(O); free(F); free(Qr); free(Kr); free(Vr); free(R); free(Rr);
+    }
     kern_pool_free(pool);
 }
 
