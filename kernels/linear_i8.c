@@ -37,7 +37,9 @@ struct kern_i8_weight {
 };
 
 static int8_t quant_w(float w, float inv) {
-    float v = nearbyintf(w * inv);
+    /* round half to even by the 1.5·2^23 trick (|w·inv| <= 127 + rounding): nearbyintf's
+     * result without its libm call, a third of the load time of the int8 encoder */
+    float v = (w * inv + 12582912.0f) - 12582912.0f;
     return (int8_t)(v < -KERN_I8_WMAX ? -KERN_I8_WMAX : v > KERN_I8_WMAX ? KERN_I8_WMAX : v);
 }
 

@@ -19,7 +19,8 @@
 #    indexed and searched again, each row's difference (issue 14's bar: fused within
 #    +-0.01). MMRAG_EVAL_PRECISION=0 skips it.
 # Usage: scripts/eval-retrieval.sh BUILD MODELS
-# Env: MMRAG_EVAL_LLMS="a.gguf b.gguf": the answer evaluation (auto mode, untuned set) again
+# Env: MMRAG_EVAL_ANSWERS=0 / MMRAG_EVAL_FIGURES=0: without the answer / figure evaluation.
+#      MMRAG_EVAL_LLMS="a.gguf b.gguf": the answer evaluation (auto mode, untuned set) again
 #      with each of these language models after the default one; `make eval` passes every
 #      GGUF it can try here (gemma-3-270m after `make models-extra`, SmolLM2 re-quantized by
 #      llama.cpp when it is built).
@@ -59,8 +60,11 @@ echo "(indexed with embeddings in $(( $(date +%s) - t0 )) s)"
 "$m" eval retrieval --db "$tmp/db-deb3" "$here/tests/data/eval_questions_debian3.json" | summary | tee "$tmp/deb3.sum"
 
 # answers over the same collection (api/core/answer_eval.c): the untuned set written from
-# pdftotext before mmrag ran on it, then the development set the thresholds were set on
-for set in answer_questions_debian answer_questions_dev; do
+# pdftotext before mmrag ran on it, then the development set the thresholds were set on.
+# MMRAG_EVAL_ANSWERS=0 skips them (and the other models' answers).
+answer_sets="answer_questions_debian answer_questions_dev"
+[ "${MMRAG_EVAL_ANSWERS:-1}" = 0 ] && answer_sets= && MMRAG_EVAL_LLMS=
+for set in $answer_sets; do
   for mode in extractive auto; do
     echo "== answers, $mode ($set.json)"
     "$m" eval answers --db "$tmp/db-deb" --mode $mode "$here/tests/data/$set.json" >"$tmp/ans.txt" 2>&1 || echo "eval answers: failed"
@@ -126,5 +130,7 @@ fi
 
 # figures: 101 real figures of octave-doc and python-reportlab-doc (reserved for evaluation,
 # never trained or tuned on), labelled from the pixels (tests/data/figures_real.json)
+# MMRAG_EVAL_FIGURES=0 skips them.
+[ "${MMRAG_EVAL_FIGURES:-1}" = 0 ] && exit 0
 echo "== real figures (tests/data/figures_real.json)"
 /usr/bin/python3 "$here/scripts/eval_figures.py" "$build" "$models" || echo "eval figures: failed"

@@ -267,6 +267,33 @@ TEST(int8_close_to_fp32) {
     textenc_free(q8);
 }
 
+/* Dot-leader lines (te_repetitive: one word piece fills half the text) run int8 with the
+ * weights' residuals, made on the first such text; and with fp32 attention. They
+ * stay within 0.995 of fp32 alone and in a batch with prose (their passes are their own). */
+TEST(int8_dot_leaders) {
+    if (!models_present()) SKIP("models/minilm not fetched");
+    textenc *fp = get_te(), *q8 = NULL;
+    char dir[1024], err[512] = "";
+    snprintf(dir, sizeof dir, "%s/minilm", test_env("MMRAG_MODELS", "models"));
+    textenc_opts o = {TEXTENC_INT8};
+    CHECK_MSG(textenc_create_opts(dir, shared_pool, &o, &q8, err, sizeof err) == 0, "%s", err);
+    const char *t[] = {"Introduction . . . . . . . . . . . . . . . . . . . . . . . . . . . 1",
+                       "The quarterly revenue grew by 12% in the cloud services region.",
+                       "Position . . . . . . . . 190 Positional arguments . . . . . . . . 23",
+                       "- - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - - -",
+                       "Appendix A . . . . . . . . . . . . . . . . . . . . . . . . . . . 87"};
+    float a[5 * 384], b[5 * 384], one[384];
+    CHECK(textenc_embed(fp, t, 5, a, err, sizeof err) == 0);
+    CHECK_MSG(textenc_embed(q8, t, 5, b, err, sizeof err) == 0, "%s", err);
+    for (int i = 0; i < 5; i++) {
+        CHECK_MSG(test_cosine(a + i * 384, b + i * 384, 384) >= 0.995, "text %d: %.5f", i,
+                  test_cosine(a + i * 384, b + i * 384, 384));
+        CHECK(textenc_embed(q8, &t[i], 1, one, err, sizeof err) == 0);
+        CHECK_MSG(memcmp(one, b + i * 384, sizeof one) == 0, "text %d depends on its batch", i);
+    }
+    textenc_free(q8);
+}
+
 TEST(precision_option) {
     textenc_precision p = TEXTENC_PRECISION_DEFAULT;
     CHECK(textenc_precision_parse("int8", &p) == 0 && p == TEXTENC_INT8);

@@ -29,8 +29,11 @@ typedef struct {
     const float *in_w, *in_b;   /* intermediate [inter][h] */
     const float *out_w, *out_b; /* output dense [h][inter] */
     const float *ln2_g, *ln2_b;
+    const float *qkv_part[3];   /* query, key, value [h][h] (mapped or owned): the residuals
+                                   restack them once the stacked copy is freed */
     kern_i8_weight *q[4];       /* int8 copies of qkv, ao, in, out (TEXTENC_INT8 only) */
-    kern_i8_weight *r[4];       /* their residuals (te_repetitive texts) */
+    float *smooth[4];           /* their smoothing factors, kept for the residuals */
+    kern_i8_weight *r[4];       /* their residuals (te_repetitive texts), made on first use */
 } te_layer;
 
 /* One forward pass's buffers (~16 MB at the token budget): kept between calls, because
@@ -69,6 +72,7 @@ struct textenc {
     int64_t calib_width;
     pthread_mutex_t mu;
     te_scratch *scr;   /* run_batches' buffers, made on first use, kept (under mu) */
+    int has_res;       /* the residuals are made (under mu) */
 };
 
 /* ---- loading -------------------------------------------------------------------- */
@@ -224,6 +228,7 @@ static int load_weights(textenc *te, const char *path, char *err, size_t errlen)
         const float *b[3] = {load_layer(&L, i, "attention.self.query.bias", h),
                              load_layer(&L, i, "attention.self.key.bias", h),
                              load_layer(&L, i, "attention.self.value.bias", h)};
+        for (int k = 0; k < 3; k++) ly->qkv_part[k] = w[k];
         ly->qkv_w = stack(&L, w, 3, h * h);
         ly->qkv_b = stack(&L, b, 3, h);
         ly->ao_w = load_layer(&L, i, "attention.output.dense.weight", h * h);
@@ -301,10 +306,11 @@ static const char *const calib_texts[] = {
  * of the activation spread into the weights; 1 where either side is 0 */
 static void smooth_factors(const float *absx, const float *W, int64_t out, int64_t in,
                            float *s) {
+    for (int64_t j = 0; j < in; j++) s[j] = 0.0f; /* first max |W| per column, row by row */
+    for (int64_t o = 0; o < out; o++)
+        for (int64_t j = 0; j < in; j++) s[j] = fabsf(W[o * in + j]) > s[j] ? fabsf(W[o * in + j]) : s[j];
     for (int64_t j = 0; j < in; j++) {
-        float wm = 0.0f;
-        for (int64_t o = 0; o < out; o++) wm = fabsf(W[o * in + j]) > wm ? fabsf(W[o * in + j]) : wm;
-        float v = absx[j] > 0.0f && wm > 0.0f ? sqrtf(absx[j] / wm) : 1.0f;
+        float wm = s[j], v = absx[j] > 0.0f && wm > 0.0f ? sqrtf(absx[j] / wm) : 1.0f;
         s[j] = v < 1e-3f ? 1e-3f : v > 1e3f ? 1e3f : v;
     }
 }
@@ -338,34 +344,91 @@ static void drop_fp32_qkv(textenc *te) {
             }
 }
 
-/* int8 copies of all four linear layers of every layer, smoothed with the calibration, and
- * their residuals (te_repetitive texts; the fp32 weights stay mapped). The FFN output's
- * input, the GELU output, is heavy-tailed: with 7-bit activation rows it cost the most
- * accuracy and stayed fp32 (1,514 real texts, all four in int8: min cosine 0.9940); with
- * 8-bit rows (kernels/kern_internal.h) all four give min 0.9979, p1 0.9989, and the
- * encoder x1.71 of fp32 instead of x1.37. */
+/* layer i's linear k: W, its shape */
+static const float *te_linear_w(const textenc *te, int i, int k, int64_t *out, int64_t *in) {
+    const te_layer *ly = &te->layers[i];
+    int64_t h = te->h;
+    *out = k == 0 ? 3 * h : k == 2 ? te->inter : h;
+    *in = k == 3 ? te->inter : h;
+    return k == 0 ? ly->qkv_w : k == 1 ? ly->ao_w : k == 2 ? ly->in_w : ly->out_w;
+}
+
+/* pool task: the int8 copy (what 0) or the residual (what 1) of linear it % 4 of layer
+ * it / 4; a failure leaves it NULL */
+typedef struct {
+    textenc *te;
+    int what;
+} quant_ctx;
+
+static void quant_items(void *c_, int64_t b, int64_t e, int thread) {
+    quant_ctx *c = c_;
+    textenc *te = c->te;
+    for (int64_t it = b; it < e; it++) {
+        int i = (int)(it / 4), k = (int)(it % 4);
+        te_layer *ly = &te->layers[i];
+        int64_t out, in;
+        const float *W = te_linear_w(te, i, k, &out, &in);
+        if (c->what == 0) {
+            ly->smooth[k] = malloc((size_t)in * sizeof *ly->smooth[k]);
+            if (!ly->smooth[k]) continue;
+            smooth_factors(te->calib + (i * 4 + k) * te->calib_width, W, out, in, ly->smooth[k]);
+            ly->q[k] = kern_i8_weight_create_smooth(W, out, in, ly->smooth[k]);
+            continue;
+        }
+        float *stacked = NULL;
+        if (!W) { /* qkv after drop_fp32_qkv: restack the three parts for this call */
+            stacked = malloc((size_t)(out * in) * sizeof *stacked);
+            for (int j = 0; stacked && j < 3; j++)
+                memcpy(stacked + j * in * in, ly->qkv_part[j], (size_t)(in * in) * sizeof *stacked);
+            W = stacked;
+        }
+        if (W) ly->r[k] = kern_i8_weight_create_residual(ly->q[k], W, ly->smooth[k]);
+        free(stacked);
+    }
+}
+
+/* int8 copies of all four linear layers of every layer, smoothed with the calibration,
+ * over the pool (the fp32 weights stay mapped); the residuals wait for the first
+ * te_repetitive text (te_make_residuals): a query or a page of prose never needs them.
+ * The FFN output's input, the GELU output, is heavy-tailed: with 7-bit activation rows it
+ * cost the most accuracy and stayed fp32 (1,514 real texts, all four in int8: min cosine
+ * 0.9940); with 8-bit rows (kernels/kern_internal.h) all four give min 0.9979, p1 0.9989,
+ * and the encoder x1.71 of fp32 instead of x1.37. */
 static int quantize_layers(textenc *te, char *err, size_t errlen) {
     if (calibrate(te, err, errlen) != 0) return -1;
-    int64_t h = te->h, in = te->inter, w = te->calib_width;
-    float *s = malloc((size_t)w * sizeof *s);
-    int rc = s ? 0 : -1;
-    for (int i = 0; i < te->n_layers && rc == 0; i++) {
-        te_layer *ly = &te->layers[i];
-        const float *W[4] = {ly->qkv_w, ly->ao_w, ly->in_w, ly->out_w};
-        int64_t outs[4] = {3 * h, h, in, h}, ins[4] = {h, h, h, in};
-        for (int k = 0; k < 4; k++) {
-            smooth_factors(te->calib + (i * 4 + k) * w, W[k], outs[k], ins[k], s);
-            ly->q[k] = kern_i8_weight_create_smooth(W[k], outs[k], ins[k], s);
-            ly->r[k] = ly->q[k] ? kern_i8_weight_create_residual(ly->q[k], W[k], s) : NULL;
-            if (!ly->r[k]) rc = -1;
-        }
-    }
-    free(s);
+    quant_ctx c = {te, 0};
+    kern_pool_run(te->pool, te->n_layers * 4, 1, quant_items, &c);
     free(te->calib);
     te->calib = NULL;
-    if (rc != 0) vision_set_err(err, errlen, "textenc: out of memory (int8 weights)");
-    else drop_fp32_qkv(te);
-    return rc;
+    for (int i = 0; i < te->n_layers; i++)
+        for (int k = 0; k < 4; k++)
+            if (!te->layers[i].q[k]) {
+                vision_set_err(err, errlen, "textenc: out of memory (int8 weights)");
+                return -1;
+            }
+    drop_fp32_qkv(te);
+    return 0;
+}
+
+/* Layers [0, this) have residuals. A repeated token's weight rounding matters most early:
+ * on the 870 te_repetitive texts of the 23,445 of the gate, min cosine to fp32 0.99727
+ * with residuals in all 6 layers, 0.99691 in the first 3, 0.99603 in the first 2, 0.98972
+ * in the last 3; half the layers halve their cost (R-admin's contents: 13% of its tokens). */
+static int te_res_layers(const textenc *te) { return (te->n_layers + 1) / 2; }
+
+/* the residuals of the first te_res_layers layers' int8 linears (under te->mu), once */
+static int te_make_residuals(textenc *te, char *err, size_t errlen) {
+    if (te->has_res) return 0;
+    quant_ctx c = {te, 1};
+    kern_pool_run(te->pool, te_res_layers(te) * 4, 1, quant_items, &c);
+    for (int i = 0; i < te_res_layers(te); i++)
+        for (int k = 0; k < 4; k++)
+            if (!te->layers[i].r[k]) {
+                vision_set_err(err, errlen, "textenc: out of memory (int8 residual weights)");
+                return -1;
+            }
+    te->has_res = 1;
+    return 0;
 }
 
 int textenc_create(const char *model_dir, kern_pool *pool, textenc **out, char *err,
@@ -431,6 +494,7 @@ void textenc_free(textenc *te) {
         for (int k = 0; k < 4; k++) {
             kern_i8_weight_free(te->layers[i].q[k]);
             kern_i8_weight_free(te->layers[i].r[k]);
+            free(te->layers[i].smooth[k]);
         }
     free(te->layers);
     mf_safetensors_close(te->file);
@@ -496,8 +560,9 @@ static int cmp_i32(const void *a, const void *b) {
  * index lines of dot leaders. Their int8 vectors stay furthest from fp32 even with the
  * dither (cosine down to 0.989 where other texts keep >= 0.997): the weights' rounding
  * error is the same in every repeated token and the mean keeps it. At int8 they run with
- * the weights' residuals too (~15-bit weights: 0.9987 on the 14 worst), which costs less
- * than fp32 and they are a fifth of the tokens of a manual with an index (R-intro). */
+ * the weights' residuals too in the first layers (~15-bit weights there: te_res_layers),
+ * which costs less than fp32 and they are a fifth of the tokens of a manual with an index
+ * (R-intro). */
 static int te_repetitive(const int32_t *ids, int32_t len) {
     int32_t n = len - 2, s[TEXTENC_MAX_TOKENS], run = 1, best = 1; /* without [CLS] [SEP] */
     if (n < 8) return 0;
@@ -596,7 +661,9 @@ static void record_absmax(textenc *te, const fwd *c, int k, const float *X, int6
 static void linear(textenc *te, fwd *c, int k, const float *X, int64_t T, int64_t in,
                    const float *W, const float *b, int64_t out, float *Y) {
     if (te->calib) record_absmax(te, c, k, X, T, in);
-    if (c->int8) { /* every linear has its int8 copy (quantize_layers); GELU in its tiles */
+    /* every linear has its int8 copy (quantize_layers), the first te_res_layers layers a
+     * residual too; GELU in the tiles */
+    if (c->int8) {
         if (kern_linear_i8_res(te->pool, X, T, c->ly->q[k], c->res ? c->ly->r[k] : NULL, b,
                                k == 2 ? KERN_ACT_GELU : KERN_ACT_NONE, c->dither, te->scr->i8, Y) != 0)
             c->failed = 1;
@@ -721,6 +788,11 @@ static int run_batches(textenc *te, int32_t n, batch_src *src, float *out, char 
             }
             fwd c = {te, m, ids, start, S->x, S->qkv, S->ctx, S->tmp, S->mid, out, order + a, NULL, 0, dith,
                      te->prec == TEXTENC_INT8, a >= n_int8};
+            if (c.res && te_make_residuals(te, err, errlen) != 0) { /* these texts fail, the rest go on */
+                rc = -1;
+                a += m;
+                continue;
+            }
             forward(te, &c);
             if (c.failed && rc == 0) {
                 vision_set_err(err, errlen, "textenc: out of memory");
