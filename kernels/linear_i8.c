@@ -166,13 +166,8 @@ static void tile_out(const i8_ctx *c, const kern_i8_weight *W, int64_t j, int64_
     const int8_t *B = W->q + j * W->kp * KERN_I8_NR;
     if (rows8) c->ops->i8_tile8(W->kp, c->A + r * W->kp, W->kp, B, C);
     else c->ops->i8_tile(W->kp, c->A + r * W->kp, W->kp, B, C);
-    for (int h = 0; h * KERN_I8_MR < mr; h++) {
-        int64_t rr = r + h * KERN_I8_MR;
-        int m = mr - h * KERN_I8_MR < KERN_I8_MR ? mr - h * KERN_I8_MR : KERN_I8_MR;
-        c->ops->i8_dequant(C + h * KERN_I8_MR * KERN_I8_NR, m, nc, c->sx + rr, c->zx + rr,
-                           c->dither ? c->dither + rr : NULL, W->scale + o, W->wsum + o,
-                           bias ? bias + o : NULL, Y + h * KERN_I8_MR * ldy, ldy);
-    }
+    c->ops->i8_dequant(C, mr, nc, c->sx + r, c->zx + r, c->dither ? c->dither + r : NULL, W->scale + o,
+                       W->wsum + o, bias ? bias + o : NULL, Y, ldy); /* C's rows are contiguous */
 }
 
 static void gemm_tasks(void *ctx, int64_t b, int64_t e, int thread) {
