@@ -753,6 +753,30 @@ static void naive_attention(const float *Q, int qs, const float *K, const float 
     free(sc);
 }
 
+/* One attention problem from {n_q, n_kv, heads, kv heads, head_dim, causal, pos0}, with
+ * slack in every stride: random Q, K, V; O prefilled with 5..6 (its slack columns must
+ * stay); R the naive double reference (slack copied from O). */
+typedef struct {
+    int nq, nkv, nh, nkvh, hd, causal, pos0, qs, kvs, os;
+    float *Q, *K, *V, *O;
+    double *R;
+} att_case;
+
+static att_case att_case_make(const int cfg[7]) {
+    att_case a = {cfg[0], cfg[1], cfg[2], cfg[3], cfg[4], cfg[5], cfg[6], 0, 0, 0, NULL, NULL, NULL, NULL, NULL};
+    a.qs = a.nh * a.hd + 3, a.kvs = a.nkvh * a.hd + 5, a.os = a.nh * a.hd + 1;
+    a.Q = rnd_vec((int64_t)a.nq * a.qs, -2, 2), a.K = rnd_vec((int64_t)a.nkv * a.kvs, -2, 2);
+    a.V = rnd_vec((int64_t)a.nkv * a.kvs, -1, 1), a.O = rnd_vec((int64_t)a.nq * a.os, 5, 6);
+    a.R = malloc(sizeof(double) * a.nq * a.os);
+    for (int i = 0; i < a.nq * a.os; i++) a.R[i] = a.O[i];
+    naive_attention(a.Q, a.qs, a.K, a.V, a.kvs, a.R, a.os, a.nq, a.nkv, a.nh, a.nkvh, a.hd, a.causal, a.pos0);
+    return a;
+}
+
+static void att_case_free(att_case *a) {
+    free(a->Q), free(a->K), free(a->V), free(a->O), free(a->R);
+}
+
 TEST(attention_vs_naive) {
     const kern_ops *paths[3];
     int np = n_paths(paths);
@@ -765,17 +789,11 @@ TEST(attention_vs_naive) {
     for (int p = 0; p < np; p++)
         for (int c = 0; c < 12; c++)
             for (int usepool = 0; usepool < 2; usepool++) {
-                int nq = cfg[c][0], nkv = cfg[c][1], nh = cfg[c][2], nkvh = cfg[c][3], hd = cfg[c][4];
-                int qs = nh * hd + 3, kvs = nkvh * hd + 5, os = nh * hd + 1; /* strides with slack */
-                float *Q = rnd_vec((int64_t)nq * qs, -2, 2), *K = rnd_vec((int64_t)nkv * kvs, -2, 2);
-                float *V = rnd_vec((int64_t)nkv * kvs, -1, 1), *O = rnd_vec((int64_t)nq * os, 5, 6);
-                double *R = malloc(sizeof(double) * nq * os);
-                for (int i = 0; i < nq * os; i++) R[i] = O[i]; /* slack columns untouched */
-                naive_attention(Q, qs, K, V, kvs, R, os, nq, nkv, nh, nkvh, hd, cfg[c][5], cfg[c][6]);
-                kern_attention_ops(paths[p], usepool ? pool : NULL, Q, qs, K, V, kvs, O, os, nq, nkv, nh,
-                                   nkvh, hd, cfg[c][5], cfg[c][6]);
-                CHECK_MSG(max_abs_diff(O, R, (int64_t)nq * os) <= 1e-5, "%s cfg %d", paths[p]->name, c);
-                free(Q); free(K); free(V); free(O); free(R);
+                att_case a = att_case_make(cfg[c]);
+                kern_attention_ops(paths[p], usepool ? pool : NULL, a.Q, a.qs, a.K, a.V, a.kvs, a.O, a.os, a.nq,
+                                   a.nkv, a.nh, a.nkvh, a.hd, a.causal, a.pos0);
+                CHECK_MSG(max_abs_diff(a.O, a.R, (int64_t)a.nq * a.os) <= 1e-5, "%s cfg %d", paths[p]->name, c);
+                att_case_free(&a);
             }
     /* public entry point, causal prefill, one shared kv head (kv_stride = head_dim) */
     float *Q = rnd_vec(4 * 32, -1, 1), *K = rnd_vec(4 * 16, -1, 1), *V = rnd_vec(4 * 16, -1, 1), O[128];
@@ -807,28 +825,25 @@ TEST(attention_bf16) {
                           {9, 9, 3, 3, 32, 0, 0},        {70, 70, 2, 1, 96, 1, 0},
                           {40, 40, 4, 4, 16, 0, 0}};
     for (int c = 0; c < 5; c++) {
-        int nq = cfg[c][0], nkv = cfg[c][1], nh = cfg[c][2], nkvh = cfg[c][3], hd = cfg[c][4];
-        int qs = nh * hd + 3, kvs = nkvh * hd + 5, os = nh * hd + 1;
-        float *Q = rnd_vec((int64_t)nq * qs, -2, 2), *K = rnd_vec((int64_t)nkv * kvs, -2, 2);
-        float *V = rnd_vec((int64_t)nkv * kvs, -1, 1), *O = rnd_vec((int64_t)nq * os, 5, 6);
-        float *F = malloc(sizeof(float) * nq * os);
-        float *Qr = malloc(sizeof(float) * nq * qs), *Kr = malloc(sizeof(float) * nkv * kvs);
-        float *Vr = malloc(sizeof(float) * nkv * kvs);
-        for (int i = 0; i < nq * qs; i++) Qr[i] = bf16_round(Q[i]);
-        for (int i = 0; i < nkv * kvs; i++) Kr[i] = bf16_round(K[i]), Vr[i] = bf16_round(V[i]);
-        double *R = malloc(sizeof(double) * nq * os), *Rr = malloc(sizeof(double) * nq * os);
-        for (int i = 0; i < nq * os; i++) R[i] = Rr[i] = F[i] = O[i]; /* slack columns untouched */
-        naive_attention(Q, qs, K, V, kvs, R, os, nq, nkv, nh, nkvh, hd, cfg[c][5], cfg[c][6]);
-        naive_attention(Qr, qs, Kr, Vr, kvs, Rr, os, nq, nkv, nh, nkvh, hd, cfg[c][5], cfg[c][6]);
-        kern_attention_bf16(pool, Q, qs, K, V, kvs, O, os, nq, nkv, nh, nkvh, hd, cfg[c][5], cfg[c][6]);
-        kern_attention(pool, Q, qs, K, V, kvs, F, os, nq, nkv, nh, nkvh, hd, cfg[c][5], cfg[c][6]);
-        double d_r = max_abs_diff(O, Rr, (int64_t)nq * os), d_x = max_abs_diff(O, R, (int64_t)nq * os);
-        if (hd % 32 == 0)
-            CHECK_MSG(d_r <= 4e-3 && d_x <= 0.05 && max_abs_diff(F, R, (int64_t)nq * os) < d_x,
+        att_case a = att_case_make(cfg[c]), r = a; /* r: the same problem on bf16-rounded inputs */
+        int64_t no = (int64_t)a.nq * a.os;
+        r.Q = malloc(sizeof(float) * a.nq * a.qs), r.K = malloc(sizeof(float) * a.nkv * a.kvs);
+        r.V = malloc(sizeof(float) * a.nkv * a.kvs), r.R = malloc(sizeof(double) * no);
+        float *F = malloc(sizeof(float) * no);
+        for (int i = 0; i < a.nq * a.qs; i++) r.Q[i] = bf16_round(a.Q[i]);
+        for (int i = 0; i < a.nkv * a.kvs; i++) r.K[i] = bf16_round(a.K[i]), r.V[i] = bf16_round(a.V[i]);
+        for (int64_t i = 0; i < no; i++) r.R[i] = F[i] = a.O[i];
+        naive_attention(r.Q, a.qs, r.K, r.V, a.kvs, r.R, a.os, a.nq, a.nkv, a.nh, a.nkvh, a.hd, a.causal, a.pos0);
+        kern_attention_bf16(pool, a.Q, a.qs, a.K, a.V, a.kvs, a.O, a.os, a.nq, a.nkv, a.nh, a.nkvh, a.hd, a.causal, a.pos0);
+        kern_attention(pool, a.Q, a.qs, a.K, a.V, a.kvs, F, a.os, a.nq, a.nkv, a.nh, a.nkvh, a.hd, a.causal, a.pos0);
+        double d_r = max_abs_diff(a.O, r.R, no), d_x = max_abs_diff(a.O, a.R, no);
+        if (a.hd % 32 == 0)
+            CHECK_MSG(d_r <= 4e-3 && d_x <= 0.05 && max_abs_diff(F, a.R, no) < d_x,
                       "cfg %d: vs bf16 inputs %g, vs exact %g", c, d_r, d_x);
         else
-            CHECK_MSG(memcmp(O, F, sizeof(float) * nq * os) == 0, "cfg %d: not kern_attention's path", c);
-        free(Q); free(K); free(V); free(O); free(F); free(Qr); free(Kr); free(Vr); free(R); free(Rr);
+            CHECK_MSG(memcmp(a.O, F, sizeof(float) * no) == 0, "cfg %d: not kern_attention's path", c);
+        r.O = F;
+        att_case_free(&a), att_case_free(&r);
     }
     kern_pool_free(pool);
 }

@@ -94,6 +94,14 @@ typedef struct {
     double t0, last_draw, embed_t0;
     /* collection-phase failures, for the JSON report */
     strvec bad_paths, bad_msgs;
+    /* the embedding thread runs beside the workers: it embeds each document committed
+     * (docs_gen counts them, cv wakes it) while the next ones are parsed */
+    pthread_cond_t cv;
+    int64_t docs_gen;
+    int workers_done;
+    const char *models;
+    embed_counts emb;
+    double emb_s;            /* time the encoder worked (not its waits for documents) */
 } ctx;
 
 static double now_s(void) {
@@ -313,6 +321,8 @@ static void *worker(void *arg) {
         c->done++;
         if (j->rc == PIPELINE_ERR_STORE) c->stop = 1;
         report(c, j);
+        c->docs_gen++;
+        pthread_cond_signal(&c->cv);
         pthread_mutex_unlock(&c->mu);
     }
     store_close(s);
@@ -349,7 +359,10 @@ static json_t *job_json(const job *j) {
 static int on_embed(void *user, int64_t done, int64_t total) {
     ctx *c = user;
     double el = now_s() - c->embed_t0;
-    if (c->tty && (now_s() - c->last_draw >= 0.1 || done >= total)) {
+    pthread_mutex_lock(&c->mu); /* while the workers run, theirs is the progress bar */
+    int draw = c->workers_done;
+    pthread_mutex_unlock(&c->mu);
+    if (draw && c->tty && (now_s() - c->last_draw >= 0.1 || done >= total)) {
         c->last_draw = now_s();
         char bar[32];
         fprintf(stderr, "\r\033[K[%s] embedding %lld/%lld chunks  %.1f/s",
@@ -360,30 +373,56 @@ static int on_embed(void *user, int64_t done, int64_t total) {
     return interrupted;
 }
 
-/* Vectors for everything new (text space; images through their caption/anchored text).
- * A missing model is a note, not a failure: BM25 still works and search embeds later. */
-static void embed_step(ctx *c, const char *models, embed_counts *n, double *secs) {
+static void counts_add(embed_counts *n, const embed_counts *p) {
+    n->chunks += p->chunks, n->images += p->images, n->figures += p->figures;
+    n->encoded += p->encoded, n->reused += p->reused;
+}
+
+/* Vectors for everything new (text space; images through their caption/anchored text), on
+ * a thread beside the workers: each pass embeds what they have committed so far, so a
+ * document is embedded while the next is parsed (and the model loads during the first);
+ * the last pass runs once they are done. A missing model is a note, not a failure: BM25
+ * still works and search embeds later. */
+static void *embed_main(void *arg) {
+    ctx *c = arg;
     char err[512];
-    double t0 = now_s();
     embed_ctx *e = NULL;
-    if (embed_create(models, &e, err, sizeof err)) {
+    if (embed_create(c->models, &e, err, sizeof err)) {
         cli_err("note: %s; chunks are searchable by keywords only", err);
-        return;
+        return NULL;
     }
     store *s = cli_store_open(c->db, 1);
-    c->embed_t0 = t0;
+    c->embed_t0 = now_s();
     if (*embed_figure_notice(e)) cli_err("note: %s", embed_figure_notice(e));
     embed_set_progress(e, on_embed, c);
-    int rc = s ? embed_pending(e, s, n, err, sizeof err) : 0;
+    int rc = 0;
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        int last = c->workers_done;
+        int64_t gen = c->docs_gen;
+        pthread_mutex_unlock(&c->mu);
+        if (interrupted) break;
+        embed_counts part = {0};
+        double t = now_s();
+        rc = s ? embed_pending(e, s, &part, err, sizeof err) : 0;
+        c->emb_s += now_s() - t;
+        counts_add(&c->emb, &part);
+        if (rc || last || interrupted) break;
+        pthread_mutex_lock(&c->mu);
+        while (!c->workers_done && c->docs_gen == gen) pthread_cond_wait(&c->cv, &c->mu);
+        pthread_mutex_unlock(&c->mu);
+    }
+    pthread_mutex_lock(&c->mu);
     clear_bar(c);
+    pthread_mutex_unlock(&c->mu);
     if (rc && interrupted)
         cli_err("note: embedding interrupted after %lld chunks (search embeds the rest later)",
-                (long long)(n->chunks + n->images));
+                (long long)(c->emb.chunks + c->emb.images));
     else if (rc)
         cli_err("note: embedding stopped: %s (search embeds the rest later)", err);
     store_close(s);
     embed_free(e);
-    *secs = now_s() - t0;
+    return NULL;
 }
 
 int cli_index(int argc, char **argv) {
@@ -440,6 +479,8 @@ int cli_index(int argc, char **argv) {
     if (no_wait && !store_is_url(c.db))
         return cli_usage_error(usage, "index: --no-wait needs a shared collection (postgres://...)");
     pthread_mutex_init(&c.mu, NULL);
+    pthread_cond_init(&c.cv, NULL);
+    c.models = models;
     pipeline_options_default(&c.popt);
     c.popt.ingest.ocr = ocr;
     c.popt.isolate = lim;
@@ -476,8 +517,9 @@ int cli_index(int argc, char **argv) {
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     c.t0 = now_s();
-    pthread_t th[64];
-    int started = 0;
+    pthread_t th[64], emb_th;
+    int started = 0, embedding = embed && !no_wait; /* Ctrl-C stops it too */
+    if (embedding && pthread_create(&emb_th, NULL, embed_main, &c) != 0) embedding = -1; /* after the workers */
     for (int i = 0; i < jobs; i++)
         if (pthread_create(&th[i], NULL, worker, &c) == 0) started++;
     if (!started) worker(&c);
@@ -485,11 +527,13 @@ int cli_index(int argc, char **argv) {
     double el = now_s() - c.t0;
     pthread_mutex_lock(&c.mu);
     clear_bar(&c);
+    c.workers_done = 1;
+    pthread_cond_broadcast(&c.cv);
     pthread_mutex_unlock(&c.mu);
-
-    embed_counts emb = {0};
-    double emb_s = 0;
-    if (embed && !interrupted && !no_wait) embed_step(&c, models, &emb, &emb_s); /* Ctrl-C stops it */
+    if (embedding == 1) pthread_join(emb_th, NULL);
+    else if (embedding == -1 && !interrupted) embed_main(&c);
+    embed_counts emb = c.emb;
+    double emb_s = c.emb_s;
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
 
@@ -539,5 +583,6 @@ out:
     strvec_free(&c.bad_paths);
     strvec_free(&c.bad_msgs);
     pthread_mutex_destroy(&c.mu);
+    pthread_cond_destroy(&c.cv);
     return rc;
 }
