@@ -15,40 +15,19 @@
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-/* exp(x) for x <= 0 (erf's exp(-x²)), |rel err| ~2e-7: one-constant reduction, degree-6
- * Taylor on |r| <= ln2/2, 2^k in one exponent field (the clamp keeps k >= -126); about
- * half the operations of exp8. Below -87.3 it gives ~1e-38, not 0. */
-AVX2 static inline __m256 exp8_le0(__m256 x) {
-    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-    __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693147180559945f), x);
-    __m256 p = _mm256_set1_ps(1.0f / 720);
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
-}
-
-/* erf(x) with |abs err| < 1.5e-7 (Abramowitz & Stegun 7.1.26), odd-symmetric. 1/(1 + p·a)
- * by vrcpps and one Newton step (~2^-22) instead of a division. */
+/* erf(x) with |abs err| < 1.5e-7 (Abramowitz & Stegun 7.1.26), odd-symmetric. */
 AVX2 static inline __m256 erf8(__m256 x) {
-    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 s = _mm256_and_ps(x, sign), a = _mm256_andnot_ps(sign, x);
-    __m256 d = _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, one), t = _mm256_rcp_ps(d);
-    t = _mm256_fmadd_ps(t, _mm256_fnmadd_ps(d, t, one), t);
+    __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, _mm256_set1_ps(1.0f)));
     __m256 p = _mm256_set1_ps(1.061405429f);
     p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
     p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
     p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
     p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
     p = _mm256_mul_ps(p, t);
-    __m256 e = exp8_le0(_mm256_mul_ps(_mm256_mul_ps(a, a), _mm256_set1_ps(-1.0f)));
-    __m256 y = _mm256_fnmadd_ps(p, e, one);
+    __m256 e = exp8(_mm256_mul_ps(_mm256_mul_ps(a, a), _mm256_set1_ps(-1.0f)));
+    __m256 y = _mm256_fnmadd_ps(p, e, _mm256_set1_ps(1.0f));
     return _mm256_or_ps(y, s);
 }
 
