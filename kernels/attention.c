@@ -80,6 +80,18 @@ static void att_pack(const attn_ctx *c, int g, int64_t npad, float *KT, float *V
     }
 }
 
+/* one tiled schedule over the pool: items (head, block of ATT_QB queries), ordered
+ * head-major so a range packs each head once; fn is the fp32 or the bf16 range */
+static void attn_run_tiled(const kern_ops *ops, kern_pool *p, const float *Q, int q_stride,
+                           const float *K, const float *V, int kv_stride, float *out,
+                           int out_stride, int n_q, int n_kv, int n_heads, int n_kv_heads,
+                           int head_dim, int causal, int64_t q_pos0, kern_range_fn fn) {
+    if (n_kv_heads <= 0 || n_heads % n_kv_heads) n_kv_heads = n_heads; /* invalid: no GQA */
+    attn_ctx c = {ops, Q, K, V, out, q_stride, kv_stride, out_stride, n_kv, n_heads,
+                  n_heads / n_kv_heads, head_dim, causal, q_pos0, n_q};
+    kern_pool_run(p, (int64_t)n_heads * ((n_q + ATT_QB - 1) / ATT_QB), 1, fn, &c);
+}
+
 static void attn_tiled_range(void *ctx, int64_t b, int64_t e, int thread) {
     const attn_ctx *c = ctx;
     int64_t d = c->head_dim, npad = (c->n_kv + 7) & ~7, nqb = (c->n_q + ATT_QB - 1) / ATT_QB;
@@ -128,11 +140,8 @@ void kern_attention_ops(const kern_ops *ops, kern_pool *p, const float *Q, int q
                                 n_heads, n_kv_heads, head_dim, causal, q_pos0);
         return;
     }
-    if (n_kv_heads <= 0 || n_heads % n_kv_heads) n_kv_heads = n_heads; /* invalid: no GQA */
-    attn_ctx c = {ops, Q, K, V, out, q_stride, kv_stride, out_stride, n_kv, n_heads,
-                  n_heads / n_kv_heads, head_dim, causal, q_pos0, n_q};
-    /* items ordered head-major, so a range packs each head once */
-    kern_pool_run(p, (int64_t)n_heads * ((n_q + ATT_QB - 1) / ATT_QB), 1, attn_tiled_range, &c);
+    attn_run_tiled(ops, p, Q, q_stride, K, V, kv_stride, out, out_stride, n_q, n_kv, n_heads, n_kv_heads,
+                   head_dim, causal, q_pos0, attn_tiled_range);
 }
 
 /* the tiled schedule with bf16 products (kernels/attention_bf16.c): K and V packed per kv
@@ -185,10 +194,8 @@ void kern_attention_bf16(kern_pool *p, const float *Q, int q_stride, const float
                        n_kv_heads, head_dim, causal, q_pos0);
         return;
     }
-    if (n_kv_heads <= 0 || n_heads % n_kv_heads) n_kv_heads = n_heads; /* invalid: no GQA */
-    attn_ctx c = {kern_ops_get(), Q, K, V, out, q_stride, kv_stride, out_stride, n_kv, n_heads,
-                  n_heads / n_kv_heads, head_dim, causal, q_pos0, n_q};
-    kern_pool_run(p, (int64_t)n_heads * ((n_q + ATT_QB - 1) / ATT_QB), 1, attn_bf16_range, &c);
+    attn_run_tiled(kern_ops_get(), p, Q, q_stride, K, V, kv_stride, out, out_stride, n_q, n_kv, n_heads,
+                   n_kv_heads, head_dim, causal, q_pos0, attn_bf16_range);
 }
 
 void kern_attention(kern_pool *p, const float *Q, int q_stride, const float *K, const float *V,

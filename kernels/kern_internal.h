@@ -189,8 +189,9 @@ void kern_attention_rows_ops(const kern_ops *ops, kern_pool *p, const float *Q, 
                              const float *K, const float *V, int kv_stride, float *out,
                              int out_stride, int n_q, int n_kv, int n_heads, int n_kv_heads,
                              int head_dim, int causal, int64_t q_pos0);
-/* bf16 attention products (kernels/attention_bf16.c; layouts there). Available on CPUs
- * with AVX512_BF16 under the EVEX VNNI table; the packers are portable. */
+/* bf16 attention products (kernels/attention_bf16.c; layouts there). Only where
+ * kern_bf16_available(): CPUs with AVX512_BF16 under the EVEX VNNI table (elsewhere these
+ * are empty stubs). */
 int kern_bf16_available(void);
 void kern_bf16_pack_kv(const float *K, const float *V, int64_t stride, int64_t n, int64_t d,
                        int64_t npad, uint32_t *KT2, uint32_t *V2);

@@ -268,7 +268,8 @@ TEST(int8_close_to_fp32) {
 }
 
 /* Dot-leader lines (te_repetitive: one word piece fills half the text) run int8 with the
- * weights' residuals, made on the first such text; and with fp32 attention. They
+ * weights' residuals in the first layers, made on the first such text, and with fp32
+ * attention in the first layer. They
  * stay within 0.995 of fp32 alone and in a batch with prose (their passes are their own). */
 TEST(int8_dot_leaders) {
     if (!models_present()) SKIP("models/minilm not fetched");
