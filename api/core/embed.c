@@ -277,56 +277,64 @@ out:
     return rc;
 }
 
+/* One batch of one space: embed (chunks with their sentences in context when so set),
+ * write the vectors. */
+static int embed_batch(embed_ctx *e, store *s, int images, const store_todo *items, int32_t n,
+                       int64_t *done, char *err, size_t errlen) {
+    const char *space = images ? "image" : "text";
+    int dim = textenc_dim(e->te);
+    const char **texts = calloc((size_t)n, sizeof *texts);
+    float *vec = malloc((size_t)n * (size_t)dim * sizeof *vec);
+    store_vec *vs = calloc((size_t)n, sizeof *vs);
+    int ok = texts && vec && vs;
+    if (ok) {
+        for (int32_t i = 0; i < n && ok; i++) ok = (texts[i] = embed_text_of(&items[i])) != NULL;
+        if (!ok) snprintf(err, errlen, "out of memory");
+        else if (!images && e->sent_in_context)
+            ok = embed_chunks_in_context(e, s, items, n, texts, vec, err, errlen) == 0;
+        else ok = embed_distinct(e, texts, n, vec, err, errlen) == 0;
+    } else {
+        snprintf(err, errlen, "out of memory");
+    }
+    if (ok) {
+        for (int32_t i = 0; i < n; i++)
+            vs[i] = (store_vec){images ? STORE_OWNER_IMAGE : STORE_OWNER_CHUNK, items[i].id,
+                                vec + (size_t)i * (size_t)dim};
+        int32_t written = 0;
+        if (store_vectors_put(s, space, textenc_model_id(e->te), dim, vs, n, &written) != STORE_OK) {
+            snprintf(err, errlen, "%s", store_errmsg(s));
+            ok = 0;
+        }
+        *done += written;
+        e->done += written;
+        if (e->progress && e->progress(e->progress_user, e->done, e->total)) {
+            snprintf(err, errlen, "stopped");
+            ok = 0;
+        }
+    }
+    for (int32_t i = 0; texts && i < n; i++) free((char *)texts[i]);
+    free(texts);
+    free(vec);
+    free(vs);
+    return ok ? 0 : -1;
+}
+
 /* One space: fetch todo batches, embed, write. */
 static int embed_space(embed_ctx *e, store *s, int images, int64_t *done, char *err,
                        size_t errlen) {
-    const char *space = images ? "image" : "text";
     const char *model = textenc_model_id(e->te);
-    int dim = textenc_dim(e->te);
     int64_t after = 0;
     for (;;) {
         store_todo *items = NULL;
         int32_t n = 0;
-        int rc = images ? store_images_without_vector(s, space, model, after, 64, &items, &n)
-                        : store_chunks_without_vector(s, space, model, after, 64, &items, &n);
+        int rc = images ? store_images_without_vector(s, "image", model, after, 64, &items, &n)
+                        : store_chunks_without_vector(s, "text", model, after, 64, &items, &n);
         if (rc != STORE_OK) { snprintf(err, errlen, "%s", store_errmsg(s)); return -1; }
         if (n == 0) { store_todos_free(items, n); return 0; }
-        const char **texts = calloc((size_t)n, sizeof *texts);
-        float *vec = malloc((size_t)n * (size_t)dim * sizeof *vec);
-        store_vec *vs = calloc((size_t)n, sizeof *vs);
-        int ok = texts && vec && vs;
-        if (ok) {
-            for (int32_t i = 0; i < n && ok; i++) ok = (texts[i] = embed_text_of(&items[i])) != NULL;
-            if (!ok) snprintf(err, errlen, "out of memory");
-            else if (!images && e->sent_in_context)
-                ok = embed_chunks_in_context(e, s, items, n, texts, vec, err, errlen) == 0;
-            else ok = embed_distinct(e, texts, n, vec, err, errlen) == 0;
-        } else {
-            snprintf(err, errlen, "out of memory");
-        }
-        if (ok) {
-            for (int32_t i = 0; i < n; i++)
-                vs[i] = (store_vec){images ? STORE_OWNER_IMAGE : STORE_OWNER_CHUNK, items[i].id,
-                                    vec + (size_t)i * (size_t)dim};
-            int32_t written = 0;
-            if (store_vectors_put(s, space, model, dim, vs, n, &written) != STORE_OK) {
-                snprintf(err, errlen, "%s", store_errmsg(s));
-                ok = 0;
-            }
-            *done += written;
-            e->done += written;
-            if (e->progress && e->progress(e->progress_user, e->done, e->total)) {
-                snprintf(err, errlen, "stopped");
-                ok = 0;
-            }
-        }
         after = items[n - 1].id;
-        for (int32_t i = 0; texts && i < n; i++) free((char *)texts[i]);
-        free(texts);
-        free(vec);
-        free(vs);
+        rc = embed_batch(e, s, images, items, n, done, err, errlen);
         store_todos_free(items, n);
-        if (!ok) return -1;
+        if (rc) return -1;
     }
 }
 
@@ -365,7 +373,7 @@ out:
     return rc;
 }
 
-static int embed_sentences(embed_ctx *e, store *s, char *err, size_t errlen) {
+static int embed_sentences(embed_ctx *e, store *s, int64_t *chunks, char *err, size_t errlen) {
     int64_t after = 0;
     for (;;) {
         store_todo *items = NULL;
@@ -376,7 +384,11 @@ static int embed_sentences(embed_ctx *e, store *s, char *err, size_t errlen) {
         }
         if (n == 0) { store_todos_free(items, n); return 0; }
         after = items[n - 1].id;
-        int rc = embed_sentence_batch(e, s, items, n, err, errlen);
+        /* in context mode these are chunks committed after this pass's chunk loop (the CLI
+         * embeds beside its parsers): embedded whole, chunk vector and sentences together,
+         * as the next pass would, not their sentences alone */
+        int rc = e->sent_in_context ? embed_batch(e, s, 0, items, n, chunks, err, errlen)
+                                    : embed_sentence_batch(e, s, items, n, err, errlen);
         store_todos_free(items, n);
         if (rc) return -1;
         if (e->progress && e->progress(e->progress_user, e->done, e->total)) {
@@ -464,7 +476,7 @@ int embed_pending(embed_ctx *e, store *s, embed_counts *n, char *err, size_t err
     cache_counts(e, &enc0, &reu0);
     int rc = embed_space(e, s, 0, &n->chunks, err, errlen) ||
              embed_space(e, s, 1, &n->images, err, errlen) ||
-             embed_figures(e, s, &n->figures, err, errlen) || embed_sentences(e, s, err, errlen);
+             embed_figures(e, s, &n->figures, err, errlen) || embed_sentences(e, s, &n->chunks, err, errlen);
     cache_counts(e, &n->encoded, &n->reused);
     n->encoded -= enc0;
     n->reused -= reu0;
