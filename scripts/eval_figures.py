@@ -26,11 +26,8 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PROMPTS = {"bar": "a bar chart", "line": "a line plot", "scatter": "a scatter plot",
-           "pie": "a pie chart", "histogram": "a histogram", "surface3d": "a 3D surface plot",
-           "diagram": "a diagram of boxes connected by arrows", "table": "a table",
-           "photo": "a photograph", "drawing": "a drawing of geometric shapes",
-           "text": "an image of text"}
+sys.path.insert(0, os.path.join(ROOT, "vision", "train"))
+from figtypes import TYPE_PROMPTS as PROMPTS  # noqa: E402
 
 
 def iou(a, b):

@@ -570,6 +570,66 @@ TEST(sections_from_outline_or_headings) {
     }
 }
 
+/* One page: a figure drawn in three pieces 25 pt apart (wider than the ink merge), two
+ * lines of notes under it, then its caption 90 pt below the drawing; lower down, a lone
+ * drawing, a heading, then a caption: the heading parts them. */
+static void write_far_caption_pdf(const char *path) {
+    cairo_surface_t *sf = cairo_pdf_surface_create(path, 612, 792);
+    cairo_t *cr = cairo_create(sf);
+    cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_line_width(cr, 1.5);
+    for (int k = 0; k < 3; k++) {           /* 100..450 x 100..200 */
+        cairo_rectangle(cr, 100 + 125 * k, 100, 100, 100);
+        cairo_move_to(cr, 100 + 125 * k, 100);
+        cairo_line_to(cr, 200 + 125 * k, 200);
+    }
+    cairo_stroke(cr);
+    cairo_set_font_size(cr, 10);
+    const char *notes[] = {"Notes: the solid boxes are the stages of the pipeline.",
+                           "A diagonal marks a stage that runs on the accelerator."};
+    for (int i = 0; i < 2; i++) { cairo_move_to(cr, 100, 230 + 14 * i); cairo_show_text(cr, notes[i]); }
+    cairo_move_to(cr, 180, 290);
+    cairo_show_text(cr, "Figure 1: The three stages with their notes.");
+    cairo_rectangle(cr, 200, 400, 150, 120);  /* the lone drawing */
+    cairo_arc(cr, 275, 460, 50, 0, 2 * M_PI);
+    cairo_stroke(cr);
+    cairo_set_font_size(cr, 20);
+    cairo_move_to(cr, 100, 580);
+    cairo_show_text(cr, "Another Section");
+    cairo_set_font_size(cr, 10);
+    cairo_move_to(cr, 180, 620);
+    cairo_show_text(cr, "Figure 2: A caption whose figure is text only.");
+    cairo_destroy(cr);
+    cairo_surface_destroy(sf);
+}
+
+/* A caption far under its figure (notes between) still finds it, and the figure's pieces
+ * become one image; a heading between a drawing and a caption keeps them apart. */
+TEST(far_caption_and_figure_parts) {
+    char path[2048], err[512];
+    snprintf(path, sizeof path, "%s/farcap-%d.pdf", test_env("MMRAG_TMP", "/tmp"), (int)getpid());
+    write_far_caption_pdf(path);
+    ingest_doc *d = NULL;
+    ingest_page *pg = NULL;
+    CHECK_MSG(ingest_doc_open(path, NULL, &d, err, sizeof err) == 0, "%s", err);
+    CHECK(ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
+    unlink(path);
+    if (pg) {
+        CHECK_MSG(pg->n_images == 1, "%d images", (int)pg->n_images);
+        if (pg->n_images >= 1) {
+            ingest_box b = pg->images[0].box;
+            CHECK_NEAR(b.x0, 100.0 / 612, 0.01);
+            CHECK_NEAR(b.x1, 450.0 / 612, 0.01);
+            CHECK_NEAR(b.y0, 100.0 / 792, 0.01);
+            CHECK_NEAR(b.y1, 200.0 / 792, 0.01);
+            int cc = pg->images[0].caption_chunk;
+            CHECK(cc >= 0 && cc < pg->n_chunks && !strncmp(pg->chunks[cc].text, "Figure 1:", 9));
+        }
+    }
+    ingest_page_free(pg);
+    ingest_doc_free(d);
+}
+
 static void expect_bad(int *test_failed_, const char *file, int want) {
     char path[2048], err[512];
     snprintf(path, sizeof path, "%s/%s", bad_dir, file);

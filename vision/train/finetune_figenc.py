@@ -1,0 +1,295 @@
+"""Fine-tune mmrag's figure encoder for figures of printed manuals, on a CPU in minutes.
+
+The base model (train_figenc.py, matplotlib-style charts) never saw line drawings, circuit
+schematics, trees, code listings or ruled tables, which fill real manuals. This adds them
+(figdata_doc.py) and, optionally, real figures harvested from Debian documentation
+(harvest_real.py: crop + caption), keeping the base's own charts in the mix so it forgets
+nothing. The first --freeze blocks stay fixed: their outputs are computed once per figure
+and cached, so each step runs only the upper blocks (LiT against the locked MiniLM,
+symmetric InfoNCE as in train_figenc.py).
+
+  /usr/bin/python3 vision/train/finetune_figenc.py --base vision/data/figenc \
+      --minilm models/minilm --out build/figenc-ft [--real DIR] [--dev DEVJSON --dev-dir DIR]
+
+Writes OUT/model.safetensors, config.json, metrics.json and train.log, like train_figenc.
+"""
+import argparse
+import json
+import math
+import multiprocessing as mp
+import os
+import random
+import re
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import figdata  # noqa: E402
+import figdata_doc  # noqa: E402
+from figenc_model import CLIP_MEAN, CLIP_STD, FigureViT, MiniLM, patch_grid, patches_from_pixels, st_write  # noqa: E402
+from figtypes import TYPE_PROMPTS  # noqa: E402
+from train_figenc import TYPE_PROMPTS as BASE_PROMPTS, loss_fn  # noqa: E402
+
+MAX_TOKENS, PATCH = 196, 16
+
+
+def to_grid(a):
+    """uint8 [h][w][3] -> (gh, gw, pixels resized to the patchifier's grid)."""
+    from PIL import Image
+    h, w = a.shape[:2]
+    gh, gw = patch_grid(h, w, MAX_TOKENS, PATCH)
+    im = Image.fromarray(a).resize((gw * PATCH, gh * PATCH), Image.BICUBIC)
+    return gh, gw, np.asarray(im, dtype=np.uint8).copy()
+
+
+def render_one(job):
+    """Worker: ('base'|'doc', index, seed) -> (gh, gw, pixels, descriptions, type) or None."""
+    src, i, seed = job
+    mod = figdata if src == "base" else figdata_doc
+    s = mod.spec(i, seed)
+    try:
+        a = mod.render(s)
+    except Exception:  # a generator bug must not stop a run
+        return None
+    gh, gw, pix = to_grid(a)
+    return gh, gw, pix, s["desc"], s.get("type", s["kind"])
+
+
+def load_crop(path):
+    from PIL import Image
+    return to_grid(np.asarray(Image.open(path).convert("RGB")))
+
+
+def real_items(d, limit):
+    """Harvested figures with a caption: (gh, gw, pixels, [caption], None)."""
+    out = []
+    for line in open(os.path.join(d, "index.jsonl")):
+        r = json.loads(line)
+        cap = " ".join(r.get("caption", "").split())
+        cap = re.sub(r"^(figure|fig\.?|chart|plate|diagram|graph)\s*[\d.]+\s*[:.]?\s*", "", cap, flags=re.I)[:300]
+        if len(cap.split()) < 3:
+            continue
+        out.append(load_crop(os.path.join(d, r["file"])) + ([cap], None))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def to_patches(pix):
+    mean = torch.tensor(CLIP_MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(CLIP_STD).view(1, 3, 1, 1)
+    x = (pix.permute(0, 3, 1, 2).float() / 255.0 - mean) / std
+    return patches_from_pixels(x, PATCH)
+
+
+def stem(model, pix, gh, gw, freeze):
+    """The frozen part: patch embedding, position, class token, pre-LN, first blocks."""
+    x = model.patch_embedding(to_patches(pix)) + model.pos_for(gh, gw)
+    cls = (model.class_embedding + model.position_embedding[0]).expand(x.shape[0], 1, -1)
+    x = model.pre_layrnorm(torch.cat([cls, x], dim=1))
+    for blk in model.layers[:freeze]:
+        x = blk(x)
+    return x
+
+
+def head(model, x, freeze):
+    for blk in model.layers[freeze:]:
+        x = blk(x)
+    return F.normalize(model.visual_projection(model.post_layernorm(x[:, 0])), dim=-1)
+
+
+@torch.no_grad()
+def embed_items(model, items, bs=32):
+    """Full forward of (gh, gw, pix, ...) items, one grid shape per batch."""
+    out = [None] * len(items)
+    by = {}
+    for j, it in enumerate(items):
+        by.setdefault((it[0], it[1]), []).append(j)
+    for (gh, gw), js in by.items():
+        for k in range(0, len(js), bs):
+            b = js[k:k + bs]
+            e = model(to_patches(torch.from_numpy(np.stack([items[j][2] for j in b]))), gh, gw)
+            for j, v in zip(b, e):
+                out[j] = v
+    return torch.stack(out)
+
+
+@torch.no_grad()
+def type_accuracy(model, text, items, prompts):
+    """Zero-shot: each item's type (its 5th field) against one prompt per type."""
+    items = [it for it in items if it[4] in prompts]
+    if not items:
+        return 0.0, {}
+    kinds = sorted(prompts)
+    P = text.embed([prompts[k] for k in kinds])
+    pred = (embed_items(model, items) @ P.t()).argmax(1).tolist()
+    per = {}
+    for it, p in zip(items, pred):
+        c = per.setdefault(it[4], [0, 0])
+        c[0] += kinds[p] == it[4]
+        c[1] += 1
+    return sum(c[0] for c in per.values()) / len(items), per
+
+
+@torch.no_grad()
+def retrieval(model, text, items):
+    """Text->image R@1/R@5, every description a query."""
+    I = embed_items(model, items)
+    qs, own = [], []
+    for j, it in enumerate(items):
+        for d in it[3]:
+            qs.append(d)
+            own.append(j)
+    rank = (text.embed(qs) @ I.t()).argsort(1, descending=True)
+    o = torch.tensor(own)[:, None]
+    return (rank[:, :1] == o).any(1).float().mean().item(), (rank[:, :5] == o).any(1).float().mean().item()
+
+
+def dev_items(path, d):
+    """The labelled dev figures: (gh, gw, pix, [], type)."""
+    out = []
+    for f in json.load(open(path))["figures"]:
+        out.append(load_crop(os.path.join(d, f["file"])) + ([], f["type"]))
+    return out
+
+
+def report(model, text, held, dev):
+    m = {}
+    base = [it for it in held if it[4] in BASE_PROMPTS]
+    doc = [it for it in held if it[4] not in BASE_PROMPTS]
+    m["base_type_accuracy"] = type_accuracy(model, text, base, BASE_PROMPTS)[0]
+    m["base_r_at_1"], m["base_r_at_5"] = retrieval(model, text, base)
+    m["doc_type_accuracy"], _ = type_accuracy(model, text, doc, TYPE_PROMPTS)
+    m["doc_r_at_1"], m["doc_r_at_5"] = retrieval(model, text, doc)
+    if dev:
+        m["dev_type_accuracy"], per = type_accuracy(model, text, dev, TYPE_PROMPTS)
+        m["dev_per_type"] = {k: f"{v[0]}/{v[1]}" for k, v in sorted(per.items())}
+    return m
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--base", default="vision/data/figenc")
+    ap.add_argument("--minilm", default="models/minilm")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--n-base", type=int, default=3000)
+    ap.add_argument("--n-doc", type=int, default=3000)
+    ap.add_argument("--n-held", type=int, default=300)
+    ap.add_argument("--real", default="")
+    ap.add_argument("--n-real", type=int, default=2000)
+    ap.add_argument("--dev", default="")
+    ap.add_argument("--dev-dir", default="")
+    ap.add_argument("--freeze", type=int, default=4)
+    ap.add_argument("--seconds", type=float, default=1200)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--seed", type=int, default=1234)
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    torch.set_num_threads(os.cpu_count() or 2)
+    log = open(os.path.join(a.out, "train.log"), "a")
+
+    def say(*m):
+        line = " ".join(str(x) for x in m)
+        print(line, flush=True)
+        log.write(line + "\n")
+        log.flush()
+
+    t0 = time.time()
+    torch.manual_seed(a.seed)
+    rng = random.Random(a.seed)
+    cfg = json.load(open(os.path.join(a.base, "config.json")))
+    model = FigureViT.from_file(os.path.join(a.base, "model.safetensors"), cfg).float()
+    text = MiniLM(a.minilm)
+    # training figures: base charts from index 10,000,000 on (the base run drew from 0), new
+    # document-style figures from 0; held-out ones from seed 1 of both
+    jobs = [("base", 10_000_000 + i, 0) for i in range(a.n_base)] + [("doc", i, 0) for i in range(a.n_doc)]
+    held_jobs = [("base", i, 1) for i in range(a.n_held)] + [("doc", i, 1) for i in range(a.n_held)]
+    with mp.get_context("fork").Pool(a.workers) as pool:
+        train = [r for r in pool.imap(render_one, jobs, chunksize=16) if r]
+        held = [r for r in pool.imap(render_one, held_jobs, chunksize=16) if r]
+    if a.real:
+        train += real_items(a.real, a.n_real)
+    dev = dev_items(a.dev, a.dev_dir) if a.dev else []
+    say(f"figenc fine-tune: {len(train)} training figures, {len(held)} held out, {len(dev)} dev, "
+        f"rendered in {time.time() - t0:.0f} s; freeze {a.freeze} of {len(model.layers)} blocks")
+    model.eval()
+    before = report(model, text, held, dev)
+    say("before:", json.dumps(before))
+
+    # cache the frozen stem's outputs (fp16) and every description's vector
+    with torch.no_grad():
+        by = {}
+        for j, it in enumerate(train):
+            by.setdefault((it[0], it[1]), []).append(j)
+        feats, groups = {}, {}
+        for (gh, gw), js in by.items():
+            xs = [stem(model, torch.from_numpy(np.stack([train[j][2] for j in js[k:k + 64]])), gh, gw,
+                       a.freeze).half() for k in range(0, len(js), 64)]
+            feats[(gh, gw)] = torch.cat(xs)
+            groups[(gh, gw)] = js
+        descs = [d for it in train for d in it[3]]
+        dv = text.embed(descs)
+        tv, k = [], 0
+        for it in train:
+            tv.append(dv[k:k + len(it[3])])
+            k += len(it[3])
+    say(f"cached {len(train)} stems and {len(descs)} descriptions after {time.time() - t0:.0f} s")
+
+    for p in model.parameters():
+        p.requires_grad_(False)
+    params = [p for blk in model.layers[a.freeze:] for p in blk.parameters()]
+    params += list(model.post_layernorm.parameters()) + list(model.visual_projection.parameters())
+    for p in params:
+        p.requires_grad_(True)
+    scale_log = torch.nn.Parameter(torch.tensor(math.log(cfg["mmrag"]["logit_scale"])))
+    opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2], "weight_decay": 0.05},
+                             {"params": [p for p in params if p.dim() < 2] + [scale_log], "weight_decay": 0.0}],
+                            lr=a.lr, betas=(0.9, 0.98))
+    keys = [k for k, js in groups.items() if len(js) >= 16]
+    wts = [len(groups[k]) for k in keys]
+    model.train()
+    steps, train_t0 = 0, time.time()
+    budget = a.seconds - (train_t0 - t0)
+    while True:
+        frac = (time.time() - train_t0) / max(budget, 1)
+        if frac >= 1:
+            break
+        lr = a.lr * min(1.0, (steps + 1) / 50) * 0.5 * (1 + math.cos(math.pi * frac))
+        for g in opt.param_groups:
+            g["lr"] = lr
+        key = rng.choices(keys, weights=wts)[0]
+        js = groups[key]
+        pick = rng.sample(range(len(js)), min(a.batch, len(js)))
+        x = feats[key][pick].float()
+        txt = torch.stack([tv[js[p]][rng.randrange(len(tv[js[p]]))] for p in pick])
+        loss = loss_fn(head(model, x, a.freeze), txt, scale_log.exp().clamp(max=100))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params + [scale_log], 1.0)
+        opt.step()
+        steps += 1
+        if steps % 25 == 0:
+            say(f"step {steps} t={time.time() - t0:.0f}s loss {loss.item():.3f} lr {lr:.2e} "
+                f"scale {scale_log.exp().item():.1f}")
+    model.eval()
+    after = report(model, text, held, dev)
+    say("after:", json.dumps(after))
+    m = {"before": before, "after": after, "steps": steps, "training_figures": len(train),
+         "freeze": a.freeze, "batch": a.batch, "lr": a.lr, "seed": a.seed,
+         "seconds": round(time.time() - t0), "base": a.base, "real": bool(a.real)}
+    st_write(os.path.join(a.out, "model.safetensors"), model.hf_state(torch.float16),
+             {"format": "pt", "producer": "mmrag vision/train/finetune_figenc.py"})
+    cfg["mmrag"]["logit_scale"] = float(scale_log.exp().item())
+    json.dump(cfg, open(os.path.join(a.out, "config.json"), "w"), indent=1)
+    json.dump(m, open(os.path.join(a.out, "metrics.json"), "w"), indent=1)
+    say(f"wrote {a.out}/model.safetensors")
+
+
+if __name__ == "__main__":
+    main()
