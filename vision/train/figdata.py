@@ -462,7 +462,8 @@ def render(s):
     return a
 
 
-def main():
+def sample_main(spec_fn, render_fn):
+    """--n figures of --seed drawn to --out as PNGs with their specs (a look at a generator)."""
     import argparse
     p = argparse.ArgumentParser()
     p.add_argument("--n", type=int, default=12)
@@ -473,9 +474,13 @@ def main():
     from PIL import Image
     with open(os.path.join(a.out, "specs.jsonl"), "w") as f:
         for i in range(a.n):
-            s = spec(i, a.seed)
-            Image.fromarray(render(s)).save(os.path.join(a.out, f"{i:05d}-{s['kind']}.png"))
+            s = spec_fn(i, a.seed)
+            Image.fromarray(render_fn(s)).save(os.path.join(a.out, f"{i:05d}-{s['kind']}.png"))
             f.write(json.dumps(s) + "\n")
+
+
+def main():
+    sample_main(spec, render)
 
 
 if __name__ == "__main__":

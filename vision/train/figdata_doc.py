@@ -6,7 +6,6 @@ everything (descriptions included) before render(s) draws it.
 
   /usr/bin/python3 vision/train/figdata_doc.py --n 24 --out /tmp/docfigs   (a sample)
 """
-import json
 import math
 import os
 import random
@@ -15,7 +14,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from figdata import CATS, COLOURS, COUNT_WORDS, WORDS, _clist, _plt  # noqa: E402
+from figdata import CATS, COLOURS, COUNT_WORDS, WORDS, _clist, _plt, sample_main  # noqa: E402
 
 KINDS = ["drawing", "drawing3d", "schematic", "tree", "boxes", "code", "paragraph", "ruled_table",
          "printplot"]
@@ -441,19 +440,7 @@ def render(s):
 
 
 def main():
-    import argparse
-    p = argparse.ArgumentParser()
-    p.add_argument("--n", type=int, default=24)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--out", required=True)
-    a = p.parse_args()
-    os.makedirs(a.out, exist_ok=True)
-    from PIL import Image
-    with open(os.path.join(a.out, "specs.jsonl"), "w") as f:
-        for i in range(a.n):
-            s = spec(i, a.seed)
-            Image.fromarray(render(s)).save(os.path.join(a.out, f"{i:05d}-{s['kind']}.png"))
-            f.write(json.dumps(s) + "\n")
+    sample_main(spec, render)
 
 
 if __name__ == "__main__":

@@ -30,9 +30,9 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import figdata  # noqa: E402
 import figdata_doc  # noqa: E402
-from figenc_model import CLIP_MEAN, CLIP_STD, FigureViT, MiniLM, patch_grid, patches_from_pixels, st_write  # noqa: E402
+from figenc_model import CLIP_MEAN, CLIP_STD, FigureViT, MiniLM, patch_grid, patches_from_pixels  # noqa: E402
 from figtypes import TYPE_PROMPTS  # noqa: E402
-from train_figenc import TYPE_PROMPTS as BASE_PROMPTS, loss_fn  # noqa: E402
+from train_figenc import TYPE_PROMPTS as BASE_PROMPTS, export, loss_fn, open_log  # noqa: E402
 
 MAX_TOKENS, PATCH = 196, 16
 
@@ -192,14 +192,7 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     torch.set_num_threads(os.cpu_count() or 2)
-    log = open(os.path.join(a.out, "train.log"), "a")
-
-    def say(*m):
-        line = " ".join(str(x) for x in m)
-        print(line, flush=True)
-        log.write(line + "\n")
-        log.flush()
-
+    say = open_log(a.out)
     t0 = time.time()
     torch.manual_seed(a.seed)
     rng = random.Random(a.seed)
@@ -283,12 +276,7 @@ def main():
     m = {"before": before, "after": after, "steps": steps, "training_figures": len(train),
          "freeze": a.freeze, "batch": a.batch, "lr": a.lr, "seed": a.seed,
          "seconds": round(time.time() - t0), "base": a.base, "real": bool(a.real)}
-    st_write(os.path.join(a.out, "model.safetensors"), model.hf_state(torch.float16),
-             {"format": "pt", "producer": "mmrag vision/train/finetune_figenc.py"})
-    cfg["mmrag"]["logit_scale"] = float(scale_log.exp().item())
-    json.dump(cfg, open(os.path.join(a.out, "config.json"), "w"), indent=1)
-    json.dump(m, open(os.path.join(a.out, "metrics.json"), "w"), indent=1)
-    say(f"wrote {a.out}/model.safetensors")
+    export(a.out, model, scale_log.exp().item(), m, "finetune_figenc.py", say)
 
 
 if __name__ == "__main__":

@@ -157,6 +157,30 @@ def evaluate(model, text, evalset, dev):
             "type_accuracy": acc}
 
 
+def open_log(out):
+    """say(...): print a line and append it to OUT/train.log."""
+    log = open(os.path.join(out, "train.log"), "a")
+
+    def say(*m):
+        line = " ".join(str(x) for x in m)
+        print(line, flush=True)
+        log.write(line + "\n")
+        log.flush()
+    return say
+
+
+def export(out, model, scale, metrics, producer, say):
+    """OUT/model.safetensors (fp16, Hugging Face CLIP names), config.json, metrics.json."""
+    model = model.float().cpu()
+    st_write(os.path.join(out, "model.safetensors"), model.hf_state(torch.float16),
+             {"format": "pt", "producer": f"mmrag vision/train/{producer}"})
+    cfg = model.hf_config()
+    cfg["mmrag"]["logit_scale"] = float(scale)
+    json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=1)
+    json.dump(metrics, open(os.path.join(out, "metrics.json"), "w"), indent=1)
+    say(f"wrote {out}/model.safetensors")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--minilm", default="models/minilm")
@@ -173,14 +197,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1234)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    log = open(os.path.join(a.out, "train.log"), "a")
-
-    def say(*m):
-        line = " ".join(str(x) for x in m)
-        print(line, flush=True)
-        log.write(line + "\n")
-        log.flush()
-
+    say = open_log(a.out)
     t0 = time.time()
     pool = mp.get_context("fork").Pool(a.workers)  # before CUDA is touched in this process
     torch.manual_seed(a.seed)
@@ -273,14 +290,7 @@ def main():
               "device": str(dev), "batch": a.batch, "lr": a.lr, "seed": a.seed,
               "width": a.width, "layers": a.layers})
     say("eval:", json.dumps(m))
-    model = model.float().cpu()
-    st_write(os.path.join(a.out, "model.safetensors"), model.hf_state(torch.float16),
-             {"format": "pt", "producer": "mmrag vision/train/train_figenc.py"})
-    cfg = model.hf_config()
-    cfg["mmrag"]["logit_scale"] = float(scale_log.exp().item())
-    json.dump(cfg, open(os.path.join(a.out, "config.json"), "w"), indent=1)
-    json.dump(m, open(os.path.join(a.out, "metrics.json"), "w"), indent=1)
-    say(f"wrote {a.out}/model.safetensors")
+    export(a.out, model, scale_log.exp().item(), m, "train_figenc.py", say)
 
 
 if __name__ == "__main__":
