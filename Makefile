@@ -72,7 +72,7 @@ BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 EXAMPLE_BIN := $(patsubst examples/%.c,$(BUILD)/examples/%,$(wildcard examples/*.c))
 PREFIX ?= /usr/local
 
-.PHONY: all deps deps-dev faiss models models-extra test demo bench eval clean help check-faiss install check-api
+.PHONY: all deps deps-dev faiss models models-extra test demo bench eval clean help check-faiss install check-api bench-locate
 all: $(BUILD)/mmrag $(BUILD)/libmmrag.a $(BUILD)/libmmrag.so $(EXAMPLE_BIN)
 
 help:
@@ -292,6 +292,15 @@ bench-index: deps
 	  if [ ! -x "$$base/build/mmrag" ]; then rm -rf "$$base"; git worktree add --detach "$$base" $(BENCH_BASE) >/dev/null && \
 	    $(MAKE) --no-print-directory -C "$$base" build/mmrag >/dev/null || { echo "bench-index: cannot build $(BENCH_BASE)"; exit 1; }; fi; \
 	  scripts/bench-index.sh "$$base/build/mmrag" $(BUILD)/mmrag $(MODELS) $(ROUNDS) "$$dir/R-intro.pdf" "$$dir/R-admin.pdf"
+
+# `make bench-locate` = `mmrag locate` latency on the Debian manuals joined into one
+# ~1,200-page PDF, with and without --page (issue 13's targets; scripts/bench-locate.sh)
+.PHONY: bench-locate
+bench-locate: deps
+	@$(MAKE) --no-print-directory models
+	@$(MAKE) --no-print-directory $(BUILD)/mmrag
+	@dir=$$(scripts/fetch-debian-docs.sh) || { echo "bench-locate: Debian PDFs unavailable"; exit 1; }; \
+	  scripts/bench-locate.sh $(BUILD)/mmrag $(MODELS) "$$dir" $(ROUNDS)
 
 # `make eval` = retrieval quality (recall, MRR, nDCG, ablation) on the generated corpus and
 # on real Debian documentation PDFs, then answer quality on those PDFs (`mmrag eval answers`:
