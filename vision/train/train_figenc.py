@@ -46,19 +46,24 @@ TYPE_PROMPTS = {
 }
 
 
+def to_grid(a):
+    """uint8 [h][w][3] -> (gh, gw, pixels resized bicubically to the patchifier's grid)."""
+    from PIL import Image
+    h, w = a.shape[:2]
+    gh, gw = patch_grid(h, w, MAX_TOKENS, PATCH)
+    im = Image.fromarray(a).resize((gw * PATCH, gh * PATCH), Image.BICUBIC)
+    return gh, gw, np.asarray(im, dtype=np.uint8).copy()
+
+
 def sample(args):
     """Worker: render figure (index, seed) and cut it to the patchifier's grid."""
     i, seed = args
-    from PIL import Image
     s = figdata.spec(i, seed)
     try:
         a = figdata.render(s)
     except Exception as e:  # a generator bug must not stop a run: count and go on
         return i, None, None, None, repr(e)
-    h, w = a.shape[:2]
-    gh, gw = patch_grid(h, w, MAX_TOKENS, PATCH)
-    im = Image.fromarray(a).resize((gw * PATCH, gh * PATCH), Image.BICUBIC)
-    return i, gh, gw, np.asarray(im, dtype=np.uint8).copy(), s["desc"] + [s["kind"]]
+    return (i,) + to_grid(a) + (s["desc"] + [s["kind"]],)
 
 
 def stream(seed, start=0):
