@@ -122,12 +122,15 @@ def main():
 def type_accuracy(figs, pdfs, models):
     try:
         import torch
-        from PIL import Image
+        import PIL  # noqa: F401 (the crop and the grid resize need it)
     except ImportError:
         print("figure type: skipped (needs /usr/bin/python3 with torch and PIL: make deps-dev)")
         return
     sys.path.insert(0, os.path.join(ROOT, "vision", "train"))
-    from figenc_model import CLIP_MEAN, CLIP_STD, FigureViT, MiniLM, patch_grid, patches_from_pixels
+    import numpy as np
+    from figenc_model import FigureViT, MiniLM
+    from harvest_real import crop  # the 144-dpi page crop the training data uses
+    from train_figenc import to_grid, to_patches
     d = os.path.join(ROOT, "vision", "data", "figenc")
     m = FigureViT.from_file(os.path.join(d, "model.safetensors"), json.load(open(os.path.join(d, "config.json")))).eval()
     text = MiniLM(os.path.join(models, "minilm"))
@@ -139,19 +142,9 @@ def type_accuracy(figs, pdfs, models):
         for f in figs:
             if f["type"] not in PROMPTS:
                 continue
-            base = os.path.join(tmp, "p")
-            subprocess.run(["pdftoppm", "-r", "144", "-png", "-f", str(f["page"]), "-l", str(f["page"]),
-                            "-singlefile", pdfs[f["doc"]], base], check=True)
-            page = Image.open(base + ".png").convert("RGB")
-            W, H = page.size
-            b = f["box"]
-            crop = page.crop((int(b[0] * W), int(b[1] * H), int(b[2] * W) + 1, int(b[3] * H) + 1))
-            gh, gw = patch_grid(crop.height, crop.width, 196, 16)
-            x = torch.tensor(list(crop.resize((gw * 16, gh * 16), Image.BICUBIC).getdata()), dtype=torch.float32)
-            x = x.reshape(1, gh * 16, gw * 16, 3).permute(0, 3, 1, 2) / 255.0
-            x = (x - torch.tensor(CLIP_MEAN).view(1, 3, 1, 1)) / torch.tensor(CLIP_STD).view(1, 3, 1, 1)
+            gh, gw, pix = to_grid(np.asarray(crop(pdfs[f["doc"]], f["page"], f["box"], tmp)))
             with torch.no_grad():
-                e = m(patches_from_pixels(x, 16), gh, gw)[0]
+                e = m(to_patches(torch.from_numpy(pix[None]), torch.device("cpu")), gh, gw)[0]
             pred = kinds[int((P @ e).argmax())]
             ok = pred == f["type"]
             right += ok
