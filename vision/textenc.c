@@ -18,8 +18,12 @@
 #include "vision/vision_internal.h"
 
 /* tokens per forward pass: scratch ~16 MB (MiniLM-L6), so a pass's activations stay nearer
- * the caches; against 4096, R-intro embedded ~6% faster (median of 3) at 44 MB less peak RSS */
+ * the caches; against 4096, R-intro embedded ~6% faster (median of 3) at 44 MB less peak RSS.
+ * At int8 one text's worth (~4 MB, the activations mostly in L2): the passes are compute
+ * bound at the tile's peak and the elementwise steps gain from the cache, 300 real chunks
+ * +6-8% over 1024 at 1 and 2 threads; fp32 (OpenBLAS) is ~7% slower there */
 #define TE_TOKEN_BUDGET 1024
+#define TE_TOKEN_BUDGET_I8 TEXTENC_MAX_TOKENS
 #define TE_TOKENIZE_GROUP 128 /* texts tokenized (in parallel) per step */
 
 typedef struct {
@@ -332,6 +336,8 @@ static int calibrate(textenc *te, char *err, size_t errlen) {
     te->prec = TEXTENC_FP32;
     int rc = te->calib && out ? textenc_embed(te, calib_texts, n, out, err, errlen) : -1;
     te->prec = p;
+    scratch_free(te->scr); /* sized for fp32's passes */
+    te->scr = NULL;
     free(out);
     if (rc != 0 && err && errlen && !err[0])
         vision_set_err(err, errlen, "textenc: out of memory (calibration)");
@@ -618,22 +624,32 @@ static void gelu_rows(void *c_, int64_t b, int64_t e, int thread) {
     kern_gelu(c->mid + b * c->te->inter, (e - b) * c->te->inter);
 }
 
-static void attend_text(const fwd *c, int32_t t, kern_pool *p) {
-    int64_t h = c->te->h;
+/* Attention of text t, heads [h0, h1) */
+static void attend_text(const fwd *c, int32_t t, int h0, int h1) {
+    int64_t h = c->te->h, d = h / c->te->heads;
     int32_t s = c->start[t], L = c->start[t + 1] - s;
-    const float *q = c->qkv + (int64_t)s * 3 * h;
+    const float *q = c->qkv + (int64_t)s * 3 * h + h0 * d;
     /* at int8 the attention products run in bf16 too (where the CPU has it): the int8
      * linears' rounding is already larger. Not for te_repetitive texts in the first layer:
      * a repeated token's bf16 rounding there is the same in every position, like the
      * weights' (870 such texts: min cosine 0.9885 with bf16 in every layer; fp32 in layer 0
      * 0.99697, in layers 0-2 0.99693, in all 0.99691) */
     int bf16 = c->int8 && (!c->res || c->ly != c->te->layers);
-    (bf16 ? kern_attention_bf16 : kern_attention)(p, q, (int)(3 * h), q + h, q + 2 * h, (int)(3 * h),
-                                                  c->ctx + (int64_t)s * h, (int)h, L, L, c->te->heads,
-                                                  c->te->heads, (int)(h / c->te->heads), 0, 0);
+    (bf16 ? kern_attention_bf16 : kern_attention)(NULL, q, (int)(3 * h), q + h, q + 2 * h, (int)(3 * h),
+                                                  c->ctx + (int64_t)s * h + h0 * d, (int)h, L, L,
+                                                  h1 - h0, h1 - h0, (int)d, 0, 0);
 }
-static void attend_texts(void *c_, int64_t b, int64_t e, int thread) {
-    for (int64_t t = b; t < e; t++) attend_text(c_, (int32_t)t, NULL);
+/* items are (text, head) pairs: a pass of one long text and one of many short ones split
+ * over the pool alike, and the lengths (attention grows with their square) even out */
+static void attend_heads(void *c_, int64_t b, int64_t e, int thread) {
+    const fwd *c = c_;
+    int heads = c->te->heads;
+    for (int64_t i = b; i < e;) {
+        int32_t t = (int32_t)(i / heads);
+        int h0 = (int)(i % heads), h1 = (int)(e - i + h0 < heads ? e - i + h0 : heads);
+        attend_text(c, t, h0, h1);
+        i += h1 - h0;
+    }
 }
 
 /* Mean over each text's tokens, then L2 normalize. */
@@ -685,14 +701,11 @@ static void forward(textenc *te, fwd *c) {
     kern_pool *p = te->pool;
     int64_t T = c->start[c->n_texts], h = te->h;
     kern_pool_run(p, T, 16, embed_rows, c);
-    /* many texts: one text per task; few (long) texts: the pool splits each text's heads */
-    int per_text = c->n_texts >= 2 * kern_pool_size(p);
     for (int i = 0; i < te->n_layers; i++) {
         const te_layer *ly = &te->layers[i];
         c->ly = ly;
         linear(te, c, 0, c->x, T, h, ly->qkv_w, ly->qkv_b, 3 * h, c->qkv);
-        if (per_text) kern_pool_run(p, c->n_texts, 1, attend_texts, c);
-        else for (int32_t t = 0; t < c->n_texts; t++) attend_text(c, t, p);
+        kern_pool_run(p, (int64_t)c->n_texts * te->heads, 1, attend_heads, c);
         linear(te, c, 1, c->ctx, T, h, ly->ao_w, ly->ao_b, h, c->tmp);
         kern_pool_run(p, T, 16, res_ln1_rows, c);
         linear(te, c, 2, c->x, T, h, ly->in_w, ly->in_b, te->inter, c->mid);
@@ -739,8 +752,12 @@ static void pass_order(const textenc *te, const int32_t *tok, const int32_t *len
     }
 }
 
+static int64_t te_budget(const textenc *te) {
+    return te->prec == TEXTENC_INT8 ? TE_TOKEN_BUDGET_I8 : TE_TOKEN_BUDGET;
+}
+
 static te_scratch *scratch_create(const textenc *te) {
-    int64_t h = te->h, B = TE_TOKEN_BUDGET;
+    int64_t h = te->h, B = te_budget(te);
     te_scratch *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->tok = malloc((size_t)TE_TOKENIZE_GROUP * TEXTENC_MAX_TOKENS * sizeof *s->tok);
@@ -766,7 +783,7 @@ static te_scratch *scratch_create(const textenc *te) {
 /* Texts in token-budgeted forward passes of whole texts, tokenized a group at a time. */
 static int run_batches(textenc *te, int32_t n, batch_src *src, float *out, char *err,
                        size_t errlen) {
-    int64_t B = TE_TOKEN_BUDGET;
+    int64_t B = te_budget(te);
     int rc = 0;
     pthread_mutex_lock(&te->mu);
     if (!te->scr) te->scr = scratch_create(te);
