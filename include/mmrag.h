@@ -158,6 +158,15 @@ const char *mmrag_strerror(int status);          /* static text for a status */
  * written whole or not at all. doc_id may be NULL. */
 int mmrag_index_file(mmrag *h, const char *path, int64_t *doc_id);
 int mmrag_index_memory(mmrag *h, const void *data, size_t len, const char *name, int64_t *doc_id);
+/* Index n PDF files the way `mmrag index` does: `jobs` parsed in parallel (0: the CPUs, at
+ * most 8), each written whole or not at all, and embedded by a thread beside the parsers
+ * as they are written (so the encoder works while the next files are parsed). status and
+ * doc_ids (each may be NULL) get n entries: a code per file, its document id (0 when it
+ * failed). Returns MMRAG_OK when every file was indexed or unchanged, else the first
+ * failure's code, mmrag_errmsg naming its file; after a database error later files are not
+ * started (MMRAG_ERR_STORE). */
+int mmrag_index_files(mmrag *h, const char *const *paths, int32_t n, int32_t jobs,
+                      int32_t *status, int64_t *doc_ids);
 
 int mmrag_list(mmrag *h, mmrag_doc **docs, int32_t *n);
 void mmrag_docs_free(mmrag_doc *docs, int32_t n);

@@ -1,5 +1,5 @@
 /* Public library (include/mmrag.h): open, index file + memory, list, search, delete, bad
- * input codes, per-thread error messages, locate (against the corpus truth boxes, from
+ * input codes, a batch through the shared indexer, per-thread error messages, locate (against the corpus truth boxes, from
  * several threads at once; needs models/minilm), ask with streaming and cancellation (when
  * the language model is present), and the examples/example program built against the
  * library, run end to end. PDFs and truth boxes come from tool_gencorpus. */
@@ -123,6 +123,43 @@ TEST(bad_input_codes) {
     o.readonly = 1;
     db_path(db, sizeof db, "missing");
     CHECK(mmrag_open(db, &o, &h, err, sizeof err) != MMRAG_OK && h == NULL && err[0]);
+}
+
+/* the batch indexer: parallel parse, embedding beside, a code per file */
+TEST(index_files_batch) {
+    CHECK_MSG(setup(), "fixture: tool_gencorpus could not write the sample PDFs");
+    char db[1100], err[256];
+    db_path(db, sizeof db, "batch");
+    mmrag *h;
+    CHECK_MSG(mmrag_open(db, NULL, &h, err, sizeof err) == MMRAG_OK, "%s", err);
+    const char *paths[] = {g_pdf, "/nonexistent/y.pdf", g_pdf2};
+    int32_t st[3] = {-99, -99, -99};
+    int64_t ids[3] = {-1, -1, -1};
+    CHECK(mmrag_index_files(h, paths, 3, 2, st, ids) == MMRAG_ERR_IO);
+    CHECK_MSG(strstr(mmrag_errmsg(h), "y.pdf") != NULL, "%s", mmrag_errmsg(h));
+    CHECK(st[0] == MMRAG_OK && st[1] == MMRAG_ERR_IO && st[2] == MMRAG_OK);
+    CHECK(ids[0] > 0 && ids[1] == 0 && ids[2] > 0 && ids[0] != ids[2]);
+    mmrag_hit *hits;
+    int32_t n;
+    CHECK(mmrag_search(h, "inverter rated AC power", NULL, &hits, &n) == MMRAG_OK && n > 0);
+    CHECK_MSG(hits[0].doc_id == ids[0], "top hit doc %lld", (long long)hits[0].doc_id);
+    mmrag_hits_free(hits, n);
+    /* again: unchanged files keep their ids; no files is no work */
+    int64_t again[2] = {0, 0};
+    const char *two[] = {g_pdf, g_pdf2};
+    CHECK_MSG(mmrag_index_files(h, two, 2, 0, NULL, again) == MMRAG_OK, "%s", mmrag_errmsg(h));
+    CHECK(again[0] == ids[0] && again[1] == ids[2]);
+    CHECK(mmrag_index_files(h, NULL, 0, 1, NULL, NULL) == MMRAG_OK);
+    CHECK(mmrag_index_files(h, NULL, 2, 1, NULL, NULL) == MMRAG_ERR_ARG);
+    const char *empty[] = {""};
+    CHECK(mmrag_index_files(h, empty, 1, 1, NULL, NULL) == MMRAG_ERR_ARG);
+    mmrag_close(h);
+    mmrag_options o;
+    mmrag_options_default(&o);
+    o.readonly = 1;
+    CHECK_MSG(mmrag_open(db, &o, &h, err, sizeof err) == MMRAG_OK, "%s", err);
+    CHECK(mmrag_index_files(h, two, 2, 1, NULL, NULL) == MMRAG_ERR_STORE);
+    mmrag_close(h);
 }
 
 typedef struct { mmrag *h; const char *path; char msg[512]; int rc; } th_arg;

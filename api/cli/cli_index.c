@@ -1,11 +1,10 @@
-/* api/cli/cli_index.c — `mmrag index PATH...`: collect PDFs from files and folders, parse
- * them in parallel (one ingest handle + one store handle per worker thread) and commit
- * each document atomically. Progress bar on a TTY, plain lines otherwise. */
+/* api/cli/cli_index.c — `mmrag index PATH...`: collect PDFs from files and folders and index
+ * them through the shared batch indexer (api/core/indexer.h: parallel parsing, embedding
+ * beside it). Progress bar on a TTY, plain lines otherwise. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "api/cli/cli.h"
-#include "api/core/embed.h"
-#include "api/core/pipeline.h"
-#include "api/core/worker.h"
+#include "api/core/indexer.h"
 #include "vision/textenc.h"
 
 static const char usage[] =
@@ -73,35 +70,12 @@ static void strvec_free(strvec *sv) {
     free(sv->v);
 }
 
-enum { JOB_QUEUED = 98 };   /* --no-wait: left in the shared queue for the workers */
 typedef struct {
-    const char *path;
-    int rc;                  /* pipeline_status, 99 = not started, JOB_QUEUED */
-    int64_t job_id;          /* its job in a shared collection's queue, or 0 */
-    pipeline_result res;
-    char err[1024];
-} job;
-
-typedef struct {
-    pthread_mutex_t mu;
-    job *jobs;
-    int n_jobs, next, done, threads;
-    int stop;                /* a database error: do not start more */
     const char *db;
-    pipeline_options popt;
-    int tty, json, no_wait;
-    int64_t pages_done;      /* over finished and running documents */
+    int tty, json;
     double t0, last_draw, embed_t0;
     /* collection-phase failures, for the JSON report */
     strvec bad_paths, bad_msgs;
-    /* the embedding thread runs beside the workers: it embeds each document committed
-     * (docs_gen counts them, cv wakes it) while the next ones are parsed */
-    pthread_cond_t cv;
-    int64_t docs_gen;
-    int workers_done;
-    const char *models;
-    embed_counts emb;
-    double emb_s;            /* time the encoder worked (not its waits for documents) */
 } ctx;
 
 static double now_s(void) {
@@ -180,19 +154,19 @@ static const char *bar_cells(char bar[32], int64_t done, int64_t total) {
     return bar;
 }
 
-/* One status line on stderr, redrawn in place (TTY only). Caller holds c->mu. */
-static void draw_bar(ctx *c, const char *name, int force) {
+/* One status line on stderr, redrawn in place (TTY only). */
+static void draw_bar(ctx *c, const indexer_progress *p, const char *name, int force) {
     if (!c->tty) return;
     double t = now_s();
     if (!force && t - c->last_draw < 0.1) return;   /* at most 10 redraws a second */
     c->last_draw = t;
     char bar[32];
-    bar_cells(bar, c->done, c->n_jobs);
+    bar_cells(bar, p->done, p->total);
     double el = now_s() - c->t0;
     const char *base = name ? strrchr(name, '/') : NULL;
     base = base ? base + 1 : name ? name : "";
-    fprintf(stderr, "\r\033[K[%s] %d/%d docs  %lld pages  %.1f pages/s  %.40s", bar, c->done,
-            c->n_jobs, (long long)c->pages_done, el > 0 ? (double)c->pages_done / el : 0.0, base);
+    fprintf(stderr, "\r\033[K[%s] %d/%d docs  %lld pages  %.1f pages/s  %.40s", bar, p->done,
+            p->total, (long long)p->pages, el > 0 ? (double)p->pages / el : 0.0, base);
     fflush(stderr);
 }
 
@@ -200,83 +174,32 @@ static void clear_bar(ctx *c) {
     if (c->tty) fputs("\r\033[K", stderr);
 }
 
-typedef struct { ctx *c; const char *path; int32_t last; } prog;
+/* the indexer's callbacks (called under its lock, one at a time) */
+static void on_page(void *user, const indexer_progress *p, const char *path) {
+    draw_bar(user, p, path, 0);
+}
 
-static int on_page(void *user, int32_t page, int32_t pages) {
-    prog *p = user;
-    (void)pages;
-    pthread_mutex_lock(&p->c->mu);
-    p->c->pages_done += page - p->last;
-    p->last = page;
-    draw_bar(p->c, p->path, 0);
-    pthread_mutex_unlock(&p->c->mu);
+static int on_stop(void *user) {
+    (void)user;
     return interrupted;
 }
 
-static int queue_page(void *user, const store_job *job, int32_t done, int32_t pages) {
-    (void)job;
-    return on_page(user, done, pages);
+static void on_note(void *user, const char *msg) {
+    clear_bar(user);
+    cli_err("note: %s", msg);
 }
 
-/* On the shared store a file goes through the ingest queue (api/core/worker.h): its bytes
- * and a job into the database, then this thread runs that job, unless another worker
- * (`mmrag worker`, a server) took it first: then it waits for that one to end.
- * Returns a pipeline_status like pipeline_index_file. */
-static int queue_index(ctx *c, store *s, job *j, prog *p, int thread) {
-    char abs[PATH_MAX];
-    const char *name = realpath(j->path, abs) ? abs : j->path;
-    int64_t id = 0;
-    int rc = worker_submit_file(s, j->path, name, &id, j->err, sizeof j->err);
-    if (rc < 0) {
-        j->res.store_rc = rc;
-        return rc == STORE_ERR_IO ? PIPELINE_ERR_INPUT : PIPELINE_ERR_STORE;
-    }
-    j->job_id = id;
-    if (c->no_wait) return JOB_QUEUED;
-    worker_opts o;
-    worker_opts_default(&o, c->db);
-    snprintf(o.id + strlen(o.id), sizeof o.id - strlen(o.id), ":index%d", thread);
-    o.pipeline = c->popt;
-    o.on_page = queue_page;
-    o.user = p;
-    store_job jb;
-    int prc = PIPELINE_ABORTED;
-    rc = store_job_claim(s, o.id, o.lease_s, id, &jb);
-    if (rc == STORE_OK) {
-        if (worker_run_job(s, &o, &jb, &j->res, &prc, j->err, sizeof j->err) < 0)
-            return interrupted ? PIPELINE_ABORTED : PIPELINE_ERR_STORE;
-        if (!strcmp(jb.state, "failed")) snprintf(j->err, sizeof j->err, "%s", jb.error);
-        return prc;
-    }
-    if (rc != STORE_ERR_NOTFOUND) {
-        snprintf(j->err, sizeof j->err, "%s: %s", j->path, store_errmsg(s));
-        return PIPELINE_ERR_STORE;
-    }
-    /* another worker has it: wait for its end */
-    while (!interrupted && (rc = store_job_get(s, id, &jb)) == STORE_OK &&
-           strcmp(jb.state, "done") && strcmp(jb.state, "failed"))
-        usleep(200 * 1000);
-    if (interrupted) return PIPELINE_ABORTED;
-    if (rc) { snprintf(j->err, sizeof j->err, "%s: %s", j->path, store_errmsg(s)); return PIPELINE_ERR_STORE; }
-    if (!strcmp(jb.state, "failed")) {
-        snprintf(j->err, sizeof j->err, "%s", jb.error);
-        return PIPELINE_ERR_INPUT;
-    }
-    j->res.doc_id = jb.doc;
-    j->res.pages = jb.pages;
-    return PIPELINE_EXISTS;   /* indexed by another worker */
-}
-
-/* Report one finished document. Caller holds c->mu. */
-static void report(ctx *c, job *j) {
+/* Report one finished document. */
+static void on_doc(void *user, const indexer_doc *j, const indexer_progress *p) {
+    ctx *c = user;
     clear_bar(c);
-    pipeline_result *r = &j->res;
+    const pipeline_result *r = &j->res;
     if (j->rc == PIPELINE_ABORTED) {
         /* interrupted: reported in the summary */
     } else if (j->rc < 0) {
         cli_err("%s", j->err);
     } else if (!c->json) {
-        if (j->rc == JOB_QUEUED)
+        if (j->rc == INDEXER_QUEUED)
             printf("queued    job %-4lld %s\n", (long long)j->job_id, j->path);
         else if (j->rc == PIPELINE_EXISTS)
             printf("unchanged doc %-4lld %s\n", (long long)r->doc_id, j->path);
@@ -288,51 +211,30 @@ static void report(ctx *c, job *j) {
         }
         fflush(stdout);
     }
-    draw_bar(c, NULL, 1);
+    draw_bar(c, p, NULL, 1);
 }
 
-static void *worker(void *arg) {
-    ctx *c = arg;
-    pthread_mutex_lock(&c->mu);
-    int thread = c->threads++;
-    pthread_mutex_unlock(&c->mu);
-    store *s = NULL;
-    char err[512] = "";
-    store_options so;
-    store_options_default(&so);
-    int orc = store_open(c->db, &so, &s, err, sizeof err);
-    for (;;) {
-        pthread_mutex_lock(&c->mu);
-        if (c->stop || interrupted || c->next >= c->n_jobs) { pthread_mutex_unlock(&c->mu); break; }
-        job *j = &c->jobs[c->next++];
-        pthread_mutex_unlock(&c->mu);
-        prog p = {c, j->path, 0};
-        if (orc != STORE_OK) {
-            j->rc = PIPELINE_ERR_STORE;
-            j->res.store_rc = orc;
-            snprintf(j->err, sizeof j->err, "%s: %s", j->path, err);
-        } else if (store_is_shared(s)) {
-            j->rc = queue_index(c, s, j, &p, thread);
-        } else {
-            j->rc = pipeline_index_file(s, j->path, &c->popt, on_page, &p, &j->res, j->err, sizeof j->err);
-        }
-        pthread_mutex_lock(&c->mu);
-        c->pages_done += j->res.pages - p.last;   /* settle: failed docs count what was parsed */
-        c->done++;
-        if (j->rc == PIPELINE_ERR_STORE) c->stop = 1;
-        report(c, j);
-        c->docs_gen++;
-        pthread_cond_signal(&c->cv);
-        pthread_mutex_unlock(&c->mu);
+/* embedding progress on a TTY once parsing ended: "[####....] embedding 1200/3401 chunks
+ * 31.2/s"; Ctrl-C stops it (search embeds the rest later) */
+static void on_embed(void *user, int64_t done, int64_t total) {
+    ctx *c = user;
+    if (!c->tty) return;
+    if (c->embed_t0 == 0) c->embed_t0 = now_s();
+    double el = now_s() - c->embed_t0;
+    if (now_s() - c->last_draw >= 0.1 || done >= total) {
+        c->last_draw = now_s();
+        char bar[32];
+        fprintf(stderr, "\r\033[K[%s] embedding %lld/%lld chunks  %.1f/s",
+                bar_cells(bar, done, total), (long long)done,
+                (long long)total, el > 0 ? (double)done / el : 0.0);
+        fflush(stderr);
     }
-    store_close(s);
-    return NULL;
 }
 
-static json_t *job_json(const job *j) {
+static json_t *job_json(const indexer_doc *j) {
     static const char *const st[] = {"indexed", "unchanged"};
     const pipeline_result *r = &j->res;
-    const char *status = j->rc == 99 || j->rc == PIPELINE_ABORTED ? "skipped" : j->rc < 0 ? "failed"
+    const char *status = j->rc == INDEXER_NOT_RUN || j->rc == PIPELINE_ABORTED ? "skipped" : j->rc < 0 ? "failed"
                        : (j->rc == PIPELINE_OK && r->replaced_id) ? "replaced" : st[j->rc];
     json_t *o = json_pack("{s:o,s:s}", "path", cli_json_str(j->path), "status", status);
     if (j->rc >= 0) {
@@ -349,80 +251,9 @@ static json_t *job_json(const job *j) {
     }
     if (r->isolate_rc && r->isolate_rc != ISOLATE_ABORTED)
         json_object_set_new(o, "failure", json_string(isolate_status_name(r->isolate_rc)));
-    if (j->rc < 0 || j->rc == 99)
-        json_object_set_new(o, "error", cli_json_str(j->rc == PIPELINE_ABORTED || (j->rc == 99 && interrupted) ? "interrupted" : j->err));
+    if (j->rc < 0 || j->rc == INDEXER_NOT_RUN)
+        json_object_set_new(o, "error", cli_json_str(j->rc == PIPELINE_ABORTED || (j->rc == INDEXER_NOT_RUN && interrupted) ? "interrupted" : j->err));
     return o;
-}
-
-/* embedding progress on a TTY: "[####....] embedding 1200/3401 chunks 31.2/s"; Ctrl-C
- * stops it (search embeds the rest later) */
-static int on_embed(void *user, int64_t done, int64_t total) {
-    ctx *c = user;
-    double el = now_s() - c->embed_t0;
-    pthread_mutex_lock(&c->mu); /* while the workers run, theirs is the progress bar */
-    int draw = c->workers_done;
-    pthread_mutex_unlock(&c->mu);
-    if (draw && c->tty && (now_s() - c->last_draw >= 0.1 || done >= total)) {
-        c->last_draw = now_s();
-        char bar[32];
-        fprintf(stderr, "\r\033[K[%s] embedding %lld/%lld chunks  %.1f/s",
-                bar_cells(bar, done, total), (long long)done,
-                (long long)total, el > 0 ? (double)done / el : 0.0);
-        fflush(stderr);
-    }
-    return interrupted;
-}
-
-static void counts_add(embed_counts *n, const embed_counts *p) {
-    n->chunks += p->chunks, n->images += p->images, n->figures += p->figures;
-    n->encoded += p->encoded, n->reused += p->reused;
-}
-
-/* Vectors for everything new (text space; images through their caption/anchored text), on
- * a thread beside the workers: each pass embeds what they have committed so far, so a
- * document is embedded while the next is parsed (and the model loads during the first);
- * the last pass runs once they are done. A missing model is a note, not a failure: BM25
- * still works and search embeds later. */
-static void *embed_main(void *arg) {
-    ctx *c = arg;
-    char err[512];
-    embed_ctx *e = NULL;
-    if (embed_create(c->models, &e, err, sizeof err)) {
-        cli_err("note: %s; chunks are searchable by keywords only", err);
-        return NULL;
-    }
-    store *s = cli_store_open(c->db, 1);
-    c->embed_t0 = now_s();
-    if (*embed_figure_notice(e)) cli_err("note: %s", embed_figure_notice(e));
-    embed_set_progress(e, on_embed, c);
-    int rc = 0;
-    for (;;) {
-        pthread_mutex_lock(&c->mu);
-        int last = c->workers_done;
-        int64_t gen = c->docs_gen;
-        pthread_mutex_unlock(&c->mu);
-        if (interrupted) break;
-        embed_counts part = {0};
-        double t = now_s();
-        rc = s ? embed_pending(e, s, &part, err, sizeof err) : 0;
-        c->emb_s += now_s() - t;
-        counts_add(&c->emb, &part);
-        if (rc || last || interrupted) break;
-        pthread_mutex_lock(&c->mu);
-        while (!c->workers_done && c->docs_gen == gen) pthread_cond_wait(&c->cv, &c->mu);
-        pthread_mutex_unlock(&c->mu);
-    }
-    pthread_mutex_lock(&c->mu);
-    clear_bar(c);
-    pthread_mutex_unlock(&c->mu);
-    if (rc && interrupted)
-        cli_err("note: embedding interrupted after %lld chunks (search embeds the rest later)",
-                (long long)(c->emb.chunks + c->emb.images));
-    else if (rc)
-        cli_err("note: embedding stopped: %s (search embeds the rest later)", err);
-    store_close(s);
-    embed_free(e);
-    return NULL;
 }
 
 int cli_index(int argc, char **argv) {
@@ -475,15 +306,23 @@ int cli_index(int argc, char **argv) {
 
     /* Tesseract's OpenMP would oversubscribe the cores with several OCR workers. */
     setenv("OMP_THREAD_LIMIT", "1", 0);
-    ctx c = {.db = cli_db_dir(db), .json = json, .tty = isatty(2), .no_wait = no_wait};
+    ctx c = {.db = cli_db_dir(db), .json = json, .tty = isatty(2)};
     if (no_wait && !store_is_url(c.db))
         return cli_usage_error(usage, "index: --no-wait needs a shared collection (postgres://...)");
-    pthread_mutex_init(&c.mu, NULL);
-    pthread_cond_init(&c.cv, NULL);
-    c.models = models;
-    pipeline_options_default(&c.popt);
-    c.popt.ingest.ocr = ocr;
-    c.popt.isolate = lim;
+    indexer_opts io;
+    indexer_opts_default(&io, c.db);
+    io.models = models;
+    io.pipeline.ingest.ocr = ocr;
+    io.pipeline.isolate = lim;
+    io.jobs = jobs;
+    io.embed = embed;
+    io.no_wait = no_wait;
+    io.on_page = on_page;
+    io.on_doc = on_doc;
+    io.on_embed = on_embed;
+    io.on_note = on_note;
+    io.stop = on_stop;   /* Ctrl-C stops the embedding too */
+    io.user = &c;
 
     strvec files = {0};
     for (int i = 0; i < args.n; i++) {
@@ -496,65 +335,44 @@ int cli_index(int argc, char **argv) {
     strvec_free(&args);
     qsort(files.v, (size_t)files.n, sizeof *files.v, cmp_str);
 
-    /* Create/migrate the database once, before the workers race to do it. */
     int rc = CLI_OK;
-    store *s = cli_store_open(db, 1);
-    if (!s) { rc = CLI_DBERR; goto out; }
-    store_close(s);
-
-    c.n_jobs = files.n;
-    c.jobs = calloc((size_t)(files.n ? files.n : 1), sizeof *c.jobs);
-    if (!c.jobs) { cli_err("out of memory"); rc = CLI_DBERR; goto out; }
-    for (int i = 0; i < files.n; i++) {
-        c.jobs[i].path = files.v[i];
-        c.jobs[i].rc = 99;
-        snprintf(c.jobs[i].err, sizeof c.jobs[i].err, "not indexed: stopped after a database error");
-    }
-    if (jobs > files.n) jobs = files.n ? files.n : 1;
+    indexer_doc *docs = calloc((size_t)(files.n ? files.n : 1), sizeof *docs);
+    if (!docs) { cli_err("out of memory"); rc = CLI_DBERR; goto out; }
+    for (int i = 0; i < files.n; i++) docs[i].path = files.v[i];
     struct sigaction sa, old_int, old_term;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     c.t0 = now_s();
-    pthread_t th[64], emb_th;
-    int started = 0, embedding = embed && !no_wait; /* Ctrl-C stops it too */
-    if (embedding && pthread_create(&emb_th, NULL, embed_main, &c) != 0) embedding = -1; /* after the workers */
-    for (int i = 0; i < jobs; i++)
-        if (pthread_create(&th[i], NULL, worker, &c) == 0) started++;
-    if (!started) worker(&c);
-    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
-    double el = now_s() - c.t0;
-    pthread_mutex_lock(&c.mu);
-    clear_bar(&c);
-    c.workers_done = 1;
-    pthread_cond_broadcast(&c.cv);
-    pthread_mutex_unlock(&c.mu);
-    if (embedding == 1) pthread_join(emb_th, NULL);
-    else if (embedding == -1 && !interrupted) embed_main(&c);
-    embed_counts emb = c.emb;
-    double emb_s = c.emb_s;
+    indexer_totals tot;
+    char err[512];
+    int irc = indexer_run(&io, docs, files.n, &tot, err, sizeof err);
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    clear_bar(&c);
+    if (irc != 0) { cli_err("%s", err); rc = CLI_DBERR; goto out; }
+    embed_counts emb = tot.embedded;
+    double el = tot.seconds, emb_s = tot.embed_seconds;
 
     int n_ok = 0, n_same = 0, n_rep = 0, n_fail = c.bad_paths.n, n_skip = 0, dberr = 0, n_queued = 0;
     int64_t pages = 0;
     for (int i = 0; i < files.n; i++) {
-        job *j = &c.jobs[i];
+        const indexer_doc *j = &docs[i];
         if (j->rc == PIPELINE_OK) { n_ok++; pages += j->res.pages; n_rep += j->res.replaced_id != 0; }
         else if (j->rc == PIPELINE_EXISTS) n_same++;
-        else if (j->rc == JOB_QUEUED) n_queued++;
-        else if (j->rc == 99 || j->rc == PIPELINE_ABORTED) n_skip++;
+        else if (j->rc == INDEXER_QUEUED) n_queued++;
+        else if (j->rc == INDEXER_NOT_RUN || j->rc == PIPELINE_ABORTED) n_skip++;
         else { n_fail++; dberr |= j->rc == PIPELINE_ERR_STORE; }
     }
     if (json) {
-        json_t *docs = json_array();
-        for (int i = 0; i < files.n; i++) json_array_append_new(docs, job_json(&c.jobs[i]));
+        json_t *jdocs = json_array();
+        for (int i = 0; i < files.n; i++) json_array_append_new(jdocs, job_json(&docs[i]));
         for (int i = 0; i < c.bad_paths.n; i++)
-            json_array_append_new(docs, json_pack("{s:o,s:s,s:o}", "path", cli_json_str(c.bad_paths.v[i]),
+            json_array_append_new(jdocs, json_pack("{s:o,s:s,s:o}", "path", cli_json_str(c.bad_paths.v[i]),
                                                   "status", "failed", "error", cli_json_str(c.bad_msgs.v[i])));
         cli_json_print(json_pack("{s:o,s:o,s:i,s:i,s:i,s:i,s:i,s:I,s:f,s:f,s:{s:I,s:I,s:I,s:f,s:I,s:I}}",
-                                 "db", cli_json_str(c.db), "documents", docs, "indexed", n_ok,
+                                 "db", cli_json_str(c.db), "documents", jdocs, "indexed", n_ok,
                                  "replaced", n_rep, "unchanged", n_same, "failed", n_fail,
                                  "skipped", n_skip, "pages", (json_int_t)pages, "seconds", el,
                                  "pages_per_s", el > 0 ? (double)pages / el : 0.0, "embedded",
@@ -578,11 +396,9 @@ int cli_index(int argc, char **argv) {
     if (interrupted) rc = 130;
     if (files.n == 0 && c.bad_paths.n == 0) cli_err("index: no PDF files found");
 out:
-    free(c.jobs);
+    free(docs);
     strvec_free(&files);
     strvec_free(&c.bad_paths);
     strvec_free(&c.bad_msgs);
-    pthread_mutex_destroy(&c.mu);
-    pthread_cond_destroy(&c.cv);
     return rc;
 }

@@ -11,6 +11,7 @@
  * (a pthread key owned by the handle). */
 #include "mmrag.h"
 #include "api/core/pipeline.h"
+#include "api/core/indexer.h"
 #include "api/core/embed.h"
 #include "api/core/locate.h"
 #include "api/core/answer.h"
@@ -174,6 +175,12 @@ static void lib_pipeline_options(const mmrag_options *mo, pipeline_options *po) 
     l->worker_exe = mo->ingest_worker;
 }
 
+/* a pipeline_status that is a failure as the library's code */
+static int pipeline_status_code(int rc, const pipeline_result *res) {
+    return rc == PIPELINE_ERR_INPUT ? (res->ingest_rc == INGEST_ERR_IO ? MMRAG_ERR_IO : MMRAG_ERR_INPUT)
+         : rc == PIPELINE_ABORTED ? MMRAG_ERR_CANCELLED : MMRAG_ERR_STORE;
+}
+
 static int index_common(mmrag *h, const char *path, const void *data, size_t len,
                         const char *name, int64_t *doc_id) {
     if (!h) return MMRAG_ERR_ARG;
@@ -195,8 +202,7 @@ static int index_common(mmrag *h, const char *path, const void *data, size_t len
         if (h->emb && embed_pending(h->emb, st, NULL, err, sizeof err))
             out = fail(h, MMRAG_ERR_MODEL, "document indexed, vectors not written: %s", err);
     } else {
-        out = fail(h, rc == PIPELINE_ERR_INPUT ? (res.ingest_rc == INGEST_ERR_IO ? MMRAG_ERR_IO : MMRAG_ERR_INPUT)
-                    : rc == PIPELINE_ABORTED ? MMRAG_ERR_CANCELLED : MMRAG_ERR_STORE, "%s", err);
+        out = fail(h, pipeline_status_code(rc, &res), "%s", err);
     }
     store_close(st);
     return out;
@@ -210,6 +216,41 @@ int mmrag_index_file(mmrag *h, const char *path, int64_t *doc_id) {
 int mmrag_index_memory(mmrag *h, const void *data, size_t len, const char *name, int64_t *doc_id) {
     if (!h || !data || !len) return h ? fail(h, MMRAG_ERR_ARG, "no data") : MMRAG_ERR_ARG;
     return index_common(h, NULL, data, len, name && *name ? name : "memory.pdf", doc_id);
+}
+
+/* The CLI's batch indexer (api/core/indexer.h) with the handle's limits and encoder. */
+int mmrag_index_files(mmrag *h, const char *const *paths, int32_t n, int32_t jobs,
+                      int32_t *status, int64_t *doc_ids) {
+    if (!h) return MMRAG_ERR_ARG;
+    clear_err(h);
+    if (n < 0 || (n > 0 && !paths) || jobs < 0) return fail(h, MMRAG_ERR_ARG, "bad arguments");
+    for (int32_t i = 0; i < n; i++)
+        if (!paths[i] || !*paths[i]) return fail(h, MMRAG_ERR_ARG, "no path (file %d)", (int)i);
+    if (h->o.readonly) return fail(h, MMRAG_ERR_STORE, "collection opened read-only");
+    indexer_doc *docs = calloc(n ? (size_t)n : 1, sizeof *docs);
+    if (!docs) return fail(h, MMRAG_ERR_NOMEM, "out of memory");
+    for (int32_t i = 0; i < n; i++) docs[i].path = paths[i];
+    indexer_opts io;
+    indexer_opts_default(&io, h->dir);
+    lib_pipeline_options(&h->o, &io.pipeline);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    io.jobs = jobs ? jobs : ncpu > 8 ? 8 : ncpu < 1 ? 1 : (int32_t)ncpu;
+    io.embedder = h->emb;
+    io.embed = h->emb != NULL;   /* the handle's choice: no encoder, no vectors */
+    char err[512];
+    int rc = indexer_run(&io, docs, n, NULL, err, sizeof err);
+    int out = rc ? fail(h, map_store_rc(rc), "%s", err) : MMRAG_OK;
+    for (int32_t i = 0; i < n; i++) {
+        const indexer_doc *d = &docs[i];
+        int ok = d->rc == PIPELINE_OK || d->rc == PIPELINE_EXISTS;
+        int st = rc ? map_store_rc(rc) : ok ? MMRAG_OK
+               : d->rc == INDEXER_NOT_RUN ? MMRAG_ERR_STORE : pipeline_status_code(d->rc, &d->res);
+        if (status) status[i] = st;
+        if (doc_ids) doc_ids[i] = ok ? d->res.doc_id : 0;
+        if (st != MMRAG_OK && out == MMRAG_OK) out = fail(h, st, "%s", d->err);
+    }
+    free(docs);
+    return out;
 }
 
 /* ---- documents ----------------------------------------------------------------------- */
