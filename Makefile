@@ -293,6 +293,16 @@ bench-index: deps
 	    $(MAKE) --no-print-directory -C "$$base" build/mmrag >/dev/null || { echo "bench-index: cannot build $(BENCH_BASE)"; exit 1; }; fi; \
 	  scripts/bench-index.sh "$$base/build/mmrag" $(BUILD)/mmrag $(MODELS) $(ROUNDS) "$$dir/R-intro.pdf" "$$dir/R-admin.pdf"
 
+# `make bench-textenc [TEXTS=300]` = the text encoder (fp32, int8) against PyTorch and ONNX Runtime
+# on the first TEXTS real chunks of R-admin + R-intro, 1 and 2 threads (scripts/bench-textenc.sh)
+TEXTS ?= 300
+.PHONY: bench-textenc
+bench-textenc: deps-dev
+	@$(MAKE) --no-print-directory models
+	@$(MAKE) --no-print-directory $(BUILD)/mmrag $(BUILD)/bench/bench_textenc
+	@dir=$$(scripts/fetch-debian-docs.sh) || { echo "bench-textenc: Debian PDFs unavailable"; exit 1; }; \
+	  scripts/bench-textenc.sh $(BUILD) $(MODELS) "$$dir" $(TEXTS)
+
 # `make bench-locate` = `mmrag locate` latency on the Debian manuals joined into one
 # ~1,200-page PDF, with and without --page (issue 13's targets; scripts/bench-locate.sh)
 .PHONY: bench-locate
