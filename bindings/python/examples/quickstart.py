@@ -7,7 +7,8 @@ import mmrag
 
 def main(db: str, pdfs: list) -> int:
     with mmrag.Collection(db) as c:
-        ids = [c.index_file(p) for p in pdfs]
+        ids = c.index_files(pdfs)   # parsed in parallel, embedded beside
+        assert c.index_file(pdfs[-1]) == ids[-1]
         with open(pdfs[0], "rb") as f:   # the same bytes again: the existing id, nothing added
             assert c.index_bytes(f.read(), "again.pdf") == ids[0]
         for d in c.list():

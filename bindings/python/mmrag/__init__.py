@@ -182,6 +182,8 @@ def _load() -> ctypes.CDLL:
                 "mmrag_strerror": (c.c_char_p, [c.c_int]),
                 "mmrag_index_file": (c.c_int, [c.c_void_p, c.c_char_p, P(c.c_int64)]),
                 "mmrag_index_memory": (c.c_int, [c.c_void_p, c.c_char_p, c.c_size_t, c.c_char_p, P(c.c_int64)]),
+                "mmrag_index_files": (c.c_int, [c.c_void_p, P(c.c_char_p), c.c_int32, c.c_int32, P(c.c_int32),
+                                                P(c.c_int64)]),
                 "mmrag_list": (c.c_int, [c.c_void_p, P(P(_Doc)), P(c.c_int32)]),
                 "mmrag_docs_free": (None, [P(_Doc), c.c_int32]),
                 "mmrag_delete": (c.c_int, [c.c_void_p, c.c_int64]),
@@ -283,6 +285,16 @@ class Collection:
         doc = ctypes.c_int64()
         self._check(self._lib.mmrag_index_file(self._h, os.fsencode(path), ctypes.byref(doc)))
         return doc.value
+
+    def index_files(self, paths: List[str], jobs: int = 0) -> List[int]:
+        """Index PDFs the way `mmrag index` does: parsed in parallel (jobs 0: the CPUs),
+        embedded beside; their document ids in order. A failed file raises MmragError
+        naming it, after the others were indexed."""
+        n = len(paths)
+        names = (ctypes.c_char_p * max(n, 1))(*[os.fsencode(p) for p in paths])
+        ids = (ctypes.c_int64 * max(n, 1))()
+        self._check(self._lib.mmrag_index_files(self._h, names, n, jobs, None, ids))
+        return list(ids)[:n]
 
     def index_bytes(self, data: bytes, name: str = "document.pdf") -> int:
         doc = ctypes.c_int64()
