@@ -77,7 +77,7 @@ all: $(BUILD)/mmrag $(BUILD)/libmmrag.a $(BUILD)/libmmrag.so $(EXAMPLE_BIN)
 
 help:
 	@sed -n 's/^#   //p' Makefile
-	@echo "  make deps | models | models-extra | test | demo | bench | bench-pg | eval | check-api | check-llamacpp | clean"
+	@echo "  make deps | models | models-extra | test | demo | bench | bench-pg | bench-index | bench-textenc | bench-locate | eval | check-api | check-llamacpp | clean"
 
 deps:
 	@scripts/deps.sh
