@@ -124,15 +124,11 @@ static double pad_share(const int *lens, int n) {
 /* issue 14: the padding a padded batcher spends on these texts (in their order, and
  * sorted by length as sentence-transformers and the baselines here do); mmrag lays each
  * pass's texts end to end and attends within each text, so it has none */
-static void print_padding(textenc *te, char **texts, int n) {
-    int *lens = malloc((size_t)(n ? n : 1) * sizeof *lens);
-    if (!lens) return;
-    for (int i = 0; i < n; i++) lens[i] = -textenc_tokenize(te, texts[i], NULL, 0);
+static void print_padding(int *lens, int n) {
     double in_order = pad_share(lens, n);
     qsort(lens, (size_t)n, sizeof *lens, cmp_int);
     printf("  pad tokens: mmrag 0%% (padding-free passes); batches of 32 padded: %.1f%% in text "
            "order, %.1f%% sorted by length\n", in_order, pad_share(lens, n));
-    free(lens);
 }
 
 static void bench_threads(const char *models, const char *tmp, char **texts, int n, int threads,
@@ -148,7 +144,9 @@ static void bench_threads(const char *models, const char *tmp, char **texts, int
             exit(0);
         }
     long tokens = 0;
-    for (int i = 0; i < n; i++) tokens -= textenc_tokenize(te[0], texts[i], NULL, 0);
+    int *lens = malloc((size_t)(n ? n : 1) * sizeof *lens);
+    if (!lens) exit(1);
+    for (int i = 0; i < n; i++) tokens += lens[i] = -textenc_tokenize(te[0], texts[i], NULL, 0);
     float *out = malloc((size_t)n * 384 * sizeof *out);
     double best[2] = {1e30, 1e30};
     for (int k = 0; k < 2; k++) time_embed(te[k], texts, n < 8 ? n : 8, out); /* warm-up */
@@ -159,7 +157,8 @@ static void bench_threads(const char *models, const char *tmp, char **texts, int
         }
     printf("text encoder (all-MiniLM-L6-v2), %d chunks, %ld tokens, %d thread%s, cpu path %s\n", n,
            tokens, threads, threads > 1 ? "s" : "", kern_cpu_path());
-    print_padding(te[0], texts, n);
+    print_padding(lens, n); /* sorts lens */
+    free(lens);
     printf("  %-24s %10s\n", "", "chunks/s");
     printf("  %-24s %10.1f   (%.0f tokens/s)\n", "mmrag fp32", n / best[0], tokens / best[0]);
     printf("  %-24s %10.1f   (%.0f tokens/s; x%.2f fp32)\n", "mmrag int8", n / best[1],

@@ -271,8 +271,7 @@ int cli_index(int argc, char **argv) {
     isolate_limits_default(&lim);
     lim.worker_exe = "/proc/self/exe";   /* this binary's ingest-worker command */
     int embed = 1, no_wait = 0;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int jobs = ncpu > 8 ? 8 : ncpu < 1 ? 1 : (int)ncpu, json = 0, ocr = 1, o;
+    int jobs = 0, json = 0, ocr = 1, o;   /* jobs 0: the indexer's default */
     optind = 0;
     while ((o = getopt_long(argc, argv, "d:j:h", opts, NULL)) != -1) {
         switch (o) {

@@ -33,7 +33,6 @@ static double now_s(void) {
 void indexer_opts_default(indexer_opts *o, const char *db) {
     memset(o, 0, sizeof *o);
     o->db = db;
-    o->jobs = 1;
     o->embed = 1;
     pipeline_options_default(&o->pipeline);
 }
@@ -250,7 +249,8 @@ int indexer_run(const indexer_opts *o, indexer_doc *docs, int32_t n, indexer_tot
         memset(&docs[i].res, 0, sizeof docs[i].res);
         snprintf(docs[i].err, sizeof docs[i].err, "not indexed: stopped after a database error");
     }
-    int jobs = o->jobs < 1 ? 1 : o->jobs > 64 ? 64 : o->jobs;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int jobs = o->jobs > 0 ? (o->jobs > 64 ? 64 : o->jobs) : ncpu > 8 ? 8 : ncpu < 1 ? 1 : (int)ncpu;
     if (jobs > n) jobs = n ? n : 1;
     double t0 = now_s();
     pthread_t th[64], emb_th;

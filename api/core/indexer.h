@@ -43,7 +43,7 @@ typedef struct {
     embed_ctx *embedder;   /* borrowed: the caller's loaded encoder (NULL: load from models;
                               on a borrowed one on_embed and stop do not reach the embedding) */
     pipeline_options pipeline;
-    int32_t jobs;          /* documents parsed in parallel (at least 1) */
+    int32_t jobs;          /* documents parsed in parallel; 0 (default): the CPUs, at most 8 */
     int32_t embed;         /* write vectors beside the parsing (default 1) */
     int32_t no_wait;       /* shared collection: only queue the files */
     /* Callbacks, all optional, each called with the indexer's lock held (one at a time,

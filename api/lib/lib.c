@@ -233,8 +233,7 @@ int mmrag_index_files(mmrag *h, const char *const *paths, int32_t n, int32_t job
     indexer_opts io;
     indexer_opts_default(&io, h->dir);
     lib_pipeline_options(&h->o, &io.pipeline);
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    io.jobs = jobs ? jobs : ncpu > 8 ? 8 : ncpu < 1 ? 1 : (int32_t)ncpu;
+    io.jobs = jobs;   /* 0: the indexer's default */
     io.embedder = h->emb;
     io.embed = h->emb != NULL;   /* the handle's choice: no encoder, no vectors */
     char err[512];
