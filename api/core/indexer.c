@@ -37,11 +37,14 @@ void indexer_opts_default(indexer_opts *o, const char *db) {
     pipeline_options_default(&o->pipeline);
 }
 
-/* o->stop(), under the lock like every callback */
+/* o->stop(); the caller holds the lock, like for every callback */
+static int stop_locked(const ctx *c) {
+    return c->o->stop && c->o->stop(c->o->user);
+}
+
 static int stopping(ctx *c) {
-    if (!c->o->stop) return 0;
     pthread_mutex_lock(&c->mu);
-    int s = c->o->stop(c->o->user);
+    int s = stop_locked(c);
     pthread_mutex_unlock(&c->mu);
     return s;
 }
@@ -69,7 +72,7 @@ static int on_page(void *user, int32_t page, int32_t pages) {
     c->prog.pages += page - p->last;
     p->last = page;
     if (c->o->on_page) c->o->on_page(c->o->user, &c->prog, p->path);
-    int stop = c->o->stop && c->o->stop(c->o->user);
+    int stop = stop_locked(c);
     pthread_mutex_unlock(&c->mu);
     return stop;
 }
@@ -142,7 +145,7 @@ static void *parse_main(void *arg) {
     int orc = store_open(c->o->db, &so, &s, err, sizeof err);
     for (;;) {
         pthread_mutex_lock(&c->mu);
-        int stop = c->stop || (c->o->stop && c->o->stop(c->o->user)) || c->next >= c->prog.total;
+        int stop = c->stop || stop_locked(c) || c->next >= c->prog.total;
         indexer_doc *d = stop ? NULL : &c->docs[c->next++];
         pthread_mutex_unlock(&c->mu);
         if (!d) break;
@@ -175,7 +178,7 @@ static int on_embed(void *user, int64_t done, int64_t total) {
     ctx *c = user;
     pthread_mutex_lock(&c->mu);
     if (c->workers_done && c->o->on_embed) c->o->on_embed(c->o->user, done, total);
-    int stop = c->o->stop && c->o->stop(c->o->user);
+    int stop = stop_locked(c);
     pthread_mutex_unlock(&c->mu);
     return stop;
 }
