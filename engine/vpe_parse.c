@@ -123,6 +123,17 @@ static void append(char *dst, const char *w) {
     strcpy(dst + l, w);
 }
 
+/* left/right/top/bottom name the region's place on the page only after "the", "at", "on",
+ * "in" or another place word, or before a kind noun ("the left figure", "at the top",
+ * "right chart"); elsewhere they describe the region's inside ("pointing right", "rising
+ * to the right", "left to right") */
+static int positional(char w[][WLEN], int n, int i) {
+    static const char *const before[] = {"the", "at", "on", "in", "top", "bottom", "upper",
+                                         "lower", "far", "very", NULL};
+    if (i == 0 || in_list(w[i - 1], before)) return 1;
+    return i + 1 < n && vpe_kind_word(w[i + 1], NULL, NULL);
+}
+
 static int is_fig_label_word(const char *w) {
     return !strcmp(w, "figure") || !strcmp(w, "fig") || !strcmp(w, "chart") ||
            !strcmp(w, "plate") || !strcmp(w, "exhibit");
@@ -181,14 +192,15 @@ void vpe_query_parse(const char *desc, vpe_query *q) {
                 if (vpe_kind_word(w[j], NULL, NULL)) { q->ordinal = o; used[i] = 1; break; }
             continue;
         }
-        if (!strcmp(w[i], "top") || !strcmp(w[i], "upper") || !strcmp(w[i], "topmost")) {
+        int place = positional(w, n, i);
+        if (place && (!strcmp(w[i], "top") || !strcmp(w[i], "upper") || !strcmp(w[i], "topmost"))) {
             q->pos_v = -1; used[i] = 1;
-        } else if (!strcmp(w[i], "bottom") || !strcmp(w[i], "lower") ||
-                   !strcmp(w[i], "bottommost")) {
+        } else if (place && (!strcmp(w[i], "bottom") || !strcmp(w[i], "lower") ||
+                             !strcmp(w[i], "bottommost"))) {
             q->pos_v = 1; used[i] = 1;
-        } else if (!strcmp(w[i], "left") || !strcmp(w[i], "leftmost")) {
+        } else if (place && (!strcmp(w[i], "left") || !strcmp(w[i], "leftmost"))) {
             q->pos_h = -1; used[i] = 1;
-        } else if (!strcmp(w[i], "right") || !strcmp(w[i], "rightmost")) {
+        } else if (place && (!strcmp(w[i], "right") || !strcmp(w[i], "rightmost"))) {
             q->pos_h = 1; used[i] = 1;
         } else if (!strcmp(w[i], "page") || !strcmp(w[i], "middle") || !strcmp(w[i], "center") ||
                    !strcmp(w[i], "centre")) {
@@ -199,9 +211,13 @@ void vpe_query_parse(const char *desc, vpe_query *q) {
     for (int i = 0; i < target_end; i++) {
         if (used[i] == 1) continue;
         uint32_t p, s;
+        /* a kind word before another one modifies it: "block diagram", "photo caption" */
+        int modifier = i + 1 < target_end && vpe_kind_word(w[i + 1], NULL, NULL);
         if (vpe_kind_word(w[i], &p, &s)) {
-            q->kind_primary |= p;
-            q->kind_secondary |= s;
+            if (!modifier) {
+                q->kind_primary |= p;
+                q->kind_secondary |= s;
+            }
             if (i + 1 < n && used[i + 1] == 2) {
                 q->label_num = number_of(w[i + 1]);
                 q->label_table = !strcmp(w[i], "table") || !strcmp(w[i], "tab");

@@ -6,13 +6,18 @@ reportlab-userguide.pdf (python-reportlab-doc), labelled by a person from the pi
 an appearance description that avoids caption words, the box). These two packages are
 reserved for evaluation: nothing was trained or tuned on them.
 
-  /usr/bin/python3 scripts/eval_figures.py BUILD MODELS   (fetches the .debs with apt)
+  /usr/bin/python3 scripts/eval_figures.py BUILD MODELS [--dev] [--quick]   (fetches the .debs with apt)
+
+--dev measures the dev set instead (vision/train/dev_figures.json: texlive documents, tuned
+on, never trained on; scripts/figenc-real-data.sh fetches them). --quick skips the run
+without the figure encoder.
 
 Prints, with the figure encoder and without it (MMRAG_FIGENC=none):
   - detection: labelled figures whose box mmrag's ingest found (an image with IoU >= 0.5);
   - image-only R@5: `mmrag search --sources image` with the description, hit = one of the
     top 5 images on the right page with IoU >= 0.5 (over all figures, and over detected);
-  - VPE hit@IoU>=0.5: `mmrag locate` with the description, with and without the page;
+  - VPE hit@IoU>=0.5: `mmrag locate` with the description, with and without the page, and
+    the precision and recall of its answers at its default threshold;
   - zero-shot figure type (figure encoder only): the labelled box cropped from a 144-dpi
     render, embedded by the training code's forward pass (vision/train/figenc_model.py,
     equal to the C path: tests/test_figenc.c), against one prompt per type.
@@ -28,6 +33,8 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "vision", "train"))
 from figtypes import TYPE_PROMPTS as PROMPTS  # noqa: E402
+
+DEV_LABELS = os.path.join(ROOT, "vision", "train", "dev_figures.json")
 
 
 def iou(a, b):
@@ -63,18 +70,40 @@ def run(cmd, env=None):
     return subprocess.run(cmd, capture_output=True, text=True, env=env).stdout
 
 
+def load_set(dev):
+    """(figures, {pdf name: path}, db dir) of the reserved set, or of the dev set (--dev)."""
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "mmrag")
+    if not dev:
+        labels = json.load(open(os.path.join(ROOT, "tests/data/figures_real.json")))
+        pdfs = fetch(labels["pdfs"], os.path.join(cache, "eval-figures"))
+        return labels["figures"], pdfs, os.path.join(cache, "eval-figures", "db")
+    # the dev set: texlive documents tuned on (scripts/figenc-real-data.sh fetches them)
+    root = os.path.join(cache, "figenc-real", "x")
+    figs = [dict(f, doc=os.path.basename(f["pdf"])) for f in json.load(open(DEV_LABELS))["figures"]]
+    pdfs = {os.path.basename(f["pdf"]): os.path.join(root, f["pdf"]) for f in figs}
+    missing = [p for p in pdfs.values() if not os.path.exists(p)]
+    if missing:
+        sys.exit(f"eval-figures --dev: {missing[0]} missing (run scripts/figenc-real-data.sh BUILD OUT once)")
+    return figs, pdfs, os.path.join(cache, "eval-figures-dev", "db")
+
+
+def pr_line(rows, what):
+    """precision and recall of locate's answers at its default threshold, over (good, found) rows"""
+    found = sum(f for _, f in rows)
+    right = sum(g and f for g, f in rows)
+    prec = right / found if found else 0.0
+    return f"{what}: precision {prec:.3f} ({right}/{found} answered), recall {right / max(1, len(rows)):.3f}"
+
+
 def main():
     build, models = sys.argv[1], sys.argv[2]
+    dev = "--dev" in sys.argv[3:]
     mm = os.path.join(build, "mmrag")
-    labels = json.load(open(os.path.join(ROOT, "tests/data/figures_real.json")))
-    figs = labels["figures"]
-    cache = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "mmrag", "eval-figures")
-    pdfs = fetch(labels["pdfs"], cache)
-    db = os.path.join(cache, "db")
+    figs, pdfs, db = load_set(dev)
     env = dict(os.environ, MMRAG_MODELS=models)
     if not os.path.exists(os.path.join(db, "mmrag.db")):
-        print("(indexing both PDFs with embeddings once; cached in", db + ")", flush=True)
-        subprocess.run([mm, "index", "--db", db] + list(pdfs.values()), env=env, check=True,
+        print(f"(indexing {len(pdfs)} PDFs with embeddings once; cached in", db + ")", flush=True)
+        subprocess.run([mm, "index", "--db", db] + sorted(pdfs.values()), env=env, check=True,
                        stdout=subprocess.DEVNULL)
     con = sqlite3.connect(os.path.join(db, "mmrag.db"))
     docid = {os.path.basename(p): i for i, p in con.execute("SELECT id, path FROM documents")}
@@ -87,11 +116,25 @@ def main():
         im = images.get(image_id)
         return im and im[0] == f["doc"] and im[1] == f["page"] and iou(im[2], f["box"]) >= 0.5
 
+    def located(f, page, fenv):
+        cmd = [mm, "locate", "--db", db, "--doc", str(docid[f["doc"]]), "--json"]
+        try:
+            r = json.loads(run(cmd + (["--page", str(page)] if page else []) + [f["description"]], fenv))
+        except ValueError:
+            return False, False
+        good = r.get("page") == f["page"] and iou(r.get("box", [0, 0, 0, 0]), f["box"]) >= 0.5
+        return good, bool(r.get("found"))
+
     detected = [f for f in figs if any(matches(f, i) for i in images)]
     print(f"figures: {len(figs)} labelled, {len(detected)} detected by ingest (an image with IoU >= 0.5)")
-    for label, fenv in (("with the figure encoder", env), ("without (MMRAG_FIGENC=none)", dict(env, MMRAG_FIGENC="none"))):
-        r5 = r5d = loc = locp = 0
-        for f in figs:
+    described = [f for f in figs if f.get("description")]
+    modes = [("with the figure encoder", env)]
+    if "--quick" not in sys.argv[3:]:
+        modes.append(("without (MMRAG_FIGENC=none)", dict(env, MMRAG_FIGENC="none")))
+    for label, fenv in modes:
+        r5 = r5d = 0
+        nopage, withpage = [], []
+        for f in described:
             out = run([mm, "search", "--db", db, "--sources", "image", "-k", "5", "--json", f["description"]], fenv)
             try:
                 hits = json.loads(out)["hits"]
@@ -100,22 +143,14 @@ def main():
             hit = any(matches(f, h.get("image_id")) for h in hits)
             r5 += hit
             r5d += hit and f in detected
-            for with_page in (0, 1):
-                cmd = [mm, "locate", "--db", db, "--doc", str(docid[f["doc"]]), "--json", "--threshold", "0"]
-                if with_page:
-                    cmd += ["--page", str(f["page"])]
-                try:
-                    r = json.loads(run(cmd + [f["description"]], fenv))
-                    good = r.get("page") == f["page"] and iou(r.get("box", [0, 0, 0, 0]), f["box"]) >= 0.5
-                except ValueError:
-                    good = False
-                if with_page:
-                    locp += good
-                else:
-                    loc += good
-        n, nd = len(figs), max(1, len(detected))
+            nopage.append(located(f, 0, fenv))
+            withpage.append(located(f, f["page"], fenv))
+        n, nd = max(1, len(described)), max(1, len([f for f in described if f in detected]))
         print(f"{label}: image-only R@5 {r5 / n:.3f} (detected only {r5d / nd:.3f}); "
-              f"VPE hit@IoU>=0.5 {loc / n:.3f} without the page, {locp / n:.3f} with it")
+              f"VPE hit@IoU>=0.5 {sum(g for g, _ in nopage) / n:.3f} without the page, "
+              f"{sum(g for g, _ in withpage) / n:.3f} with it")
+        print("  locate at its default threshold: " + pr_line(withpage, "with the page") + "; " +
+              pr_line(nopage, "without"))
     type_accuracy(figs, pdfs, models)
 
 

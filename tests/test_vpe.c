@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <sys/wait.h>
 #include "engine/vpe.h"
+#include "engine/vpe_internal.h"
 #include "test.h"
 #include "vision/textenc.h"
 
@@ -195,6 +196,63 @@ TEST(bad_input) {
     CHECK(!r.found);
     CHECK(vpe_create(NULL, NULL, &(vpe *){0}, err, sizeof err) < 0);
     vpe_free(NULL);
+}
+
+/* direction words inside a description are not the region's place; a kind word before
+ * another one modifies it */
+TEST(parse_directions_and_modifiers) {
+    vpe_query q;
+    vpe_query_parse("two triangle symbols pointing right", &q);
+    CHECK(q.pos_h == 0);
+    vpe_query_parse("arrows joining boxes from left to right", &q);
+    CHECK(q.pos_h == 0);
+    vpe_query_parse("a curve rising from bottom to top", &q);
+    CHECK(q.pos_v == 0);
+    vpe_query_parse("the right figure", &q);
+    CHECK(q.pos_h == 1);
+    vpe_query_parse("the plot at the top left", &q);
+    CHECK(q.pos_v == -1 && q.pos_h == -1);
+    vpe_query_parse("a block diagram of five boxes", &q);
+    CHECK(q.kind_primary == (1u << VPE_KIND_FIGURE));
+    vpe_query_parse("the text block", &q);
+    CHECK(q.kind_primary == (1u << VPE_KIND_TEXT));
+}
+
+/* The figure term: an appearance description ranks first the figure whose pixels (its
+ * figure vector) match, over a paragraph that names the same things and a figure that
+ * looks different. It ranks but does not vouch: with captions that say nothing, the
+ * answer stays "not found". A query for text ignores pixels. The figure vectors here are
+ * text embeddings standing in for the figure encoder's output (same space). */
+TEST(pixels) {
+    NEED_MODEL();
+    const char *looks[2] = {"a zigzag line drawing of three resistors in a row",
+                            "a pie chart with four coloured slices"};
+    float vec[2 * 384];
+    char err[256];
+    CHECK(textenc_dim(g_te) == 384);
+    CHECK(textenc_embed(g_te, looks, 2, vec, err, sizeof err) == 0);
+    vpe_region page[] = {
+        R(1, VPE_KIND_TEXT, .1f, .05f, .9f, .15f,
+          "The network below uses three resistors in series; the chart after it shows the shares."),
+        R(1, VPE_KIND_FIGURE, .2f, .20f, .8f, .40f, "Figure 5"),
+        R(1, VPE_KIND_FIGURE, .2f, .50f, .8f, .70f, "Figure 6"),
+    };
+    page[1].figure_vec = vec;
+    page[2].figure_vec = vec + 384;
+    vpe_options o;
+    vpe_options_default(&o);
+    vpe_result r;
+    CHECK(vpe_locate(get_vpe(), page, 3, "a zigzag line drawing of three resistors", &o, &r, err,
+                     sizeof err) == 0);
+    CHECK_MSG(r.index == 1 && !r.found, "index %d found %d conf %.2f (%s)", r.index, r.found,
+              r.confidence, r.why);
+    CHECK(vpe_locate(get_vpe(), page, 3, "a pie chart with coloured slices", &o, &r, err,
+                     sizeof err) == 0);
+    CHECK_MSG(r.index == 2 && !r.found, "index %d found %d conf %.2f (%s)", r.index, r.found,
+              r.confidence, r.why);
+    CHECK(vpe_locate(get_vpe(), page, 3, "the paragraph about resistors in series", &o, &r, err,
+                     sizeof err) == 0);
+    CHECK_MSG(r.index == 0, "index %d (%s)", r.index, r.why);
 }
 
 /* ---- end to end on the generated corpus ---- */
