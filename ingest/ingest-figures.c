@@ -6,7 +6,9 @@
  * is kept only when it is large and a caption line ("Figure N", "Chart N", "Table N")
  * sits right above or below it, or, for a figure caption still alone, up to CAPTION_FAR_PT
  * under it with no heading between (notes or code inside the figure). Captionless pieces
- * next to a captioned figure join it (sub-figures, symbols set apart). Short text lines
+ * next to a captioned figure join it (sub-figures, symbols set apart). A caption still
+ * alone under a stack of rules of one width takes the block they bound (a figure set as a
+ * ruled table or listing, whose text is not ink). Short text lines
  * hugging a figure (axis ticks, legends) are absorbed into its box. On 868 texlive
  * documentation PDFs the far captions and the joined pieces took captioned figures from
  * 661 to 755 (a sample of each, checked by eye, mostly whole figures). */
@@ -25,6 +27,8 @@
 #define CAPTION_FAR_PT 200.0f /* a figure's notes or code may sit between it and its caption */
 #define PART_GAP_PT 30.0f     /* captionless pieces this close to a captioned figure are its parts */
 #define INK_LEVEL 235      /* a channel below this is ink */
+#define RULE_MIN_PT 72.0f  /* a horizontal rule at least this wide may bound a ruled figure */
+#define RULED_MAX_PT 500.0f /* the rules of one ruled figure lie within this height */
 
 static int add_region(ing_pagectx *pc, ing_region r) {
     if (pc->n_regions == pc->cap_regions) {
@@ -78,7 +82,7 @@ int ingest_figures_raster(ing_pagectx *pc, int ocr_page) {
             if (fabsf(pc->regions[i].b.x0 - b.x0) < 1 && fabsf(pc->regions[i].b.y0 - b.y0) < 1 &&
                 fabsf(pc->regions[i].b.x1 - b.x1) < 1 && fabsf(pc->regions[i].b.y1 - b.y1) < 1)
                 dup = 1;
-        if (!dup) rc = add_region(pc, (ing_region){b, 0, 1, -1, -1});
+        if (!dup) rc = add_region(pc, (ing_region){b, 0, 1, -1, -1, 0});
     }
     return rc;
 }
@@ -296,7 +300,9 @@ int ingest_figures_detect(ing_pagectx *pc, const unsigned char *px, int pw, int 
     for (int i = 0; i < n && rc == 0; i++) {
         ingest_box b = tighten(boxes[i], pix, pw, ph, scale);
         b = clamp_box(b, pc->w, pc->h);
-        if (b.x1 - b.x0 < MIN_FIG_PT || b.y1 - b.y0 < MIN_FIG_PT) continue;
+        float bw = b.x1 - b.x0, bh = b.y1 - b.y0;
+        int rule = bh < MIN_FIG_PT && bw >= RULE_MIN_PT && bw >= 6 * bh;
+        if (!rule && (bw < MIN_FIG_PT || bh < MIN_FIG_PT)) continue;
         int inside_raster = 0;
         for (int r = 0; r < n_raster; r++) {
             ingest_box o = pc->regions[r].b;
@@ -304,7 +310,7 @@ int ingest_figures_detect(ing_pagectx *pc, const unsigned char *px, int pw, int 
             float iy = ing_minf(o.y1, b.y1) - ing_maxf(o.y0, b.y0);
             if (ix > 0 && iy > 0 && ix * iy > 0.5f * (b.x1 - b.x0) * (b.y1 - b.y0)) inside_raster = 1;
         }
-        if (!inside_raster) rc = add_region(pc, (ing_region){b, 0, 0, -1, -1});
+        if (!inside_raster) rc = add_region(pc, (ing_region){b, 0, 0, -1, -1, rule});
     }
     free(boxes);
     return rc;
@@ -348,7 +354,9 @@ static void pair_far(ing_pagectx *pc, unsigned char *used) {
         float bd = CAPTION_FAR_PT;
         for (int r = 0; r < pc->n_regions; r++) {
             ingest_box b = pc->regions[r].b;
-            if (pc->regions[r].caption_frag >= 0 || cf->b.x0 >= b.x1 || cf->b.x1 <= b.x0) continue;
+            if (pc->regions[r].caption_frag >= 0 || pc->regions[r].rule || cf->b.x0 >= b.x1 ||
+                cf->b.x1 <= b.x0)
+                continue;
             float d = cf->b.y0 - b.y1;
             if (d < -4 || d > bd || parted(pc, b, cf->b)) continue;
             best = r;
@@ -356,6 +364,40 @@ static void pair_far(ing_pagectx *pc, unsigned char *used) {
         }
         if (best < 0) continue;
         pc->regions[best].caption_frag = f;
+        used[f] = 1;
+    }
+}
+
+/* 1 when rule o lines up with rule r (same left and right ends) */
+static int same_span(ingest_box r, ingest_box o) {
+    return fabsf(r.x0 - o.x0) <= 6 && fabsf(r.x1 - o.x1) <= 6;
+}
+
+/* A figure caption still alone under a stack of horizontal rules of one width takes the
+ * block from the top rule to the bottom one: a figure set as a ruled table or listing has
+ * no other ink (its text is not ink). Rules above and below it must both be there. */
+static void pair_ruled(ing_pagectx *pc, unsigned char *used) {
+    for (int f = 0; f < pc->n_frags && used; f++) {
+        const ing_frag *cf = &pc->frags[f];
+        if (cf->caption_kind != 1 || used[f]) continue;
+        int bottom = -1;
+        for (int r = 0; r < pc->n_regions; r++) {
+            ingest_box b = pc->regions[r].b;
+            if (!pc->regions[r].rule || cf->b.x0 >= b.x1 || cf->b.x1 <= b.x0) continue;
+            float d = cf->b.y0 - b.y1;
+            if (d < -2 || d > CAPTION_GAP_PT) continue;
+            if (bottom < 0 || b.y1 > pc->regions[bottom].b.y1) bottom = r;
+        }
+        if (bottom < 0) continue;
+        ingest_box rb = pc->regions[bottom].b, u = rb;
+        for (int r = 0; r < pc->n_regions; r++) {
+            ingest_box b = pc->regions[r].b;
+            if (r == bottom || !pc->regions[r].rule || !same_span(rb, b)) continue;
+            if (b.y1 > rb.y0 || rb.y1 - b.y0 > RULED_MAX_PT || parted(pc, b, rb)) continue;
+            if (b.y0 < u.y0) u = ing_box_union(u, b);
+        }
+        if (u.y0 >= rb.y0 - MIN_FIG_PT / 2) continue;   /* one rule: a line, not a block */
+        if (add_region(pc, (ing_region){u, 0, 0, f, -1, 0})) return;   /* out of memory: fewer figures */
         used[f] = 1;
     }
 }
@@ -368,12 +410,12 @@ static void absorb_parts(ing_pagectx *pc) {
         changed = 0;
         for (int r = 0; r < pc->n_regions; r++) {
             ing_region *rg = &pc->regions[r];
-            if (rg->raster || rg->caption_frag < 0 || rg->is_table) continue;
+            if (rg->raster || rg->rule || rg->caption_frag < 0 || rg->is_table) continue;
             ingest_box cap = pc->frags[rg->caption_frag].b;
             int below = cap.y0 >= rg->b.y1 - 4; /* the caption is under the figure */
             for (int q = 0; q < pc->n_regions; q++) {
                 ing_region *o = &pc->regions[q];
-                if (q == r || o->raster || o->caption_frag >= 0) continue;
+                if (q == r || o->raster || o->rule || o->caption_frag >= 0) continue;
                 if (ing_box_dist(rg->b, o->b) > PART_GAP_PT) continue;
                 if (below ? o->b.y1 > cap.y0 + 4 : o->b.y0 < cap.y1 - 4) continue;
                 ingest_box u = ing_box_union(rg->b, o->b);
@@ -398,7 +440,7 @@ void ingest_figures_pair_captions(ing_pagectx *pc) {
     for (int r = 0; r < pc->n_regions; r++)
         for (int f = 0; f < pc->n_frags; f++) {
             int ck = pc->frags[f].caption_kind;
-            if (!ck || (pc->regions[r].raster && ck == 2)) continue;
+            if (!ck || pc->regions[r].rule || (pc->regions[r].raster && ck == 2)) continue;
             float d = caption_distance(pc->regions[r].b, pc->frags[f].b);
             if (d >= 0) c[nc++] = (pair_cand){d, r, f};
         }
@@ -412,6 +454,7 @@ void ingest_figures_pair_captions(ing_pagectx *pc) {
         used[c[i].frag] = 1;
     }
     pair_far(pc, used);
+    pair_ruled(pc, used);
     free(used);
     free(c);
     absorb_parts(pc);

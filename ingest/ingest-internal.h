@@ -40,6 +40,7 @@ typedef struct {
     int raster;         /* 1 = embedded bitmap, 0 = vector region */
     int caption_frag;   /* fragment index of its caption line, or -1 */
     int image;          /* page-local image index, or -1 for tables */
+    int rule;           /* a horizontal rule: bounds a ruled figure, never one itself */
 } ing_region;
 
 /* a buffer kept by the document and reused page after page (one thread at a time) */

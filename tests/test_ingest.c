@@ -630,6 +630,64 @@ TEST(far_caption_and_figure_parts) {
     ingest_doc_free(d);
 }
 
+/* Page 1: a figure set as a ruled table (three rules of one width, text between, no other
+ * ink) above its caption. Page 2: one rule above a caption is a line, not a figure. */
+static void write_ruled_pdf(const char *path) {
+    cairo_surface_t *sf = cairo_pdf_surface_create(path, 612, 792);
+    cairo_t *cr = cairo_create(sf);
+    cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_size(cr, 10);
+    cairo_set_line_width(cr, 0.8);
+    const float rules[3] = {150, 172, 300};
+    for (int i = 0; i < 3; i++) { cairo_move_to(cr, 100, rules[i]); cairo_line_to(cr, 500, rules[i]); }
+    cairo_stroke(cr);
+    cairo_move_to(cr, 110, 165);
+    cairo_show_text(cr, "Syntax                Action");
+    for (int i = 0; i < 8; i++) {
+        cairo_move_to(cr, 110, 188 + 14 * i);
+        cairo_show_text(cr, "<rule> -> <object> <modifier>        typeset the object");
+    }
+    cairo_move_to(cr, 250, 325);
+    cairo_show_text(cr, "Figure 3: The grammar of arrows.");
+    cairo_show_page(cr);
+    cairo_move_to(cr, 100, 300);
+    cairo_line_to(cr, 500, 300);
+    cairo_stroke(cr);
+    cairo_move_to(cr, 250, 325);
+    cairo_show_text(cr, "Figure 4: A caption under a single rule.");
+    cairo_destroy(cr);
+    cairo_surface_destroy(sf);
+}
+
+TEST(ruled_figure) {
+    char path[2048], err[512];
+    snprintf(path, sizeof path, "%s/ruled-%d.pdf", test_env("MMRAG_TMP", "/tmp"), (int)getpid());
+    write_ruled_pdf(path);
+    ingest_doc *d = NULL;
+    ingest_page *pg = NULL;
+    CHECK_MSG(ingest_doc_open(path, NULL, &d, err, sizeof err) == 0, "%s", err);
+    CHECK(ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
+    if (pg) {
+        CHECK_MSG(pg->n_images == 1, "%d images", (int)pg->n_images);
+        if (pg->n_images >= 1) {
+            ingest_box b = pg->images[0].box;
+            CHECK_NEAR(b.x0, 100.0 / 612, 0.01);
+            CHECK_NEAR(b.x1, 500.0 / 612, 0.01);
+            CHECK_NEAR(b.y0, 150.0 / 792, 0.01);
+            CHECK_NEAR(b.y1, 300.0 / 792, 0.01);
+            int cc = pg->images[0].caption_chunk;
+            CHECK(cc >= 0 && cc < pg->n_chunks && !strncmp(pg->chunks[cc].text, "Figure 3:", 9));
+        }
+    }
+    ingest_page_free(pg);
+    pg = NULL;
+    CHECK(ingest_doc_page(d, 2, &pg, err, sizeof err) == 0 && pg);
+    if (pg) CHECK_MSG(pg->n_images == 0, "%d images under a single rule", (int)pg->n_images);
+    unlink(path);
+    ingest_page_free(pg);
+    ingest_doc_free(d);
+}
+
 static void expect_bad(int *test_failed_, const char *file, int want) {
     char path[2048], err[512];
     snprintf(path, sizeof path, "%s/%s", bad_dir, file);
