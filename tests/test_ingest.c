@@ -603,6 +603,22 @@ static void write_far_caption_pdf(const char *path) {
     cairo_surface_destroy(sf);
 }
 
+/* The page holds one image, its box (points on a 612 x 792 page) within 0.01, captioned
+ * by a chunk that starts with `caption`. */
+static void check_one_figure(int *test_failed_, const ingest_page *pg, ingest_box want,
+                             const char *caption) {
+    CHECK_MSG(pg->n_images == 1, "%d images", (int)pg->n_images);
+    if (pg->n_images < 1) return;
+    ingest_box b = pg->images[0].box;
+    CHECK_NEAR(b.x0, want.x0 / 612, 0.01);
+    CHECK_NEAR(b.x1, want.x1 / 612, 0.01);
+    CHECK_NEAR(b.y0, want.y0 / 792, 0.01);
+    CHECK_NEAR(b.y1, want.y1 / 792, 0.01);
+    int cc = pg->images[0].caption_chunk;
+    CHECK(cc >= 0 && cc < pg->n_chunks &&
+          !strncmp(pg->chunks[cc].text, caption, strlen(caption)));
+}
+
 /* A caption far under its figure (notes between) still finds it, and the figure's pieces
  * become one image; a heading between a drawing and a caption keeps them apart. */
 TEST(far_caption_and_figure_parts) {
@@ -614,18 +630,7 @@ TEST(far_caption_and_figure_parts) {
     CHECK_MSG(ingest_doc_open(path, NULL, &d, err, sizeof err) == 0, "%s", err);
     CHECK(ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
     unlink(path);
-    if (pg) {
-        CHECK_MSG(pg->n_images == 1, "%d images", (int)pg->n_images);
-        if (pg->n_images >= 1) {
-            ingest_box b = pg->images[0].box;
-            CHECK_NEAR(b.x0, 100.0 / 612, 0.01);
-            CHECK_NEAR(b.x1, 450.0 / 612, 0.01);
-            CHECK_NEAR(b.y0, 100.0 / 792, 0.01);
-            CHECK_NEAR(b.y1, 200.0 / 792, 0.01);
-            int cc = pg->images[0].caption_chunk;
-            CHECK(cc >= 0 && cc < pg->n_chunks && !strncmp(pg->chunks[cc].text, "Figure 1:", 9));
-        }
-    }
+    if (pg) check_one_figure(test_failed_, pg, (ingest_box){100, 100, 450, 200}, "Figure 1:");
     ingest_page_free(pg);
     ingest_doc_free(d);
 }
@@ -667,18 +672,7 @@ TEST(ruled_figure) {
     ingest_page *pg = NULL;
     CHECK_MSG(ingest_doc_open(path, NULL, &d, err, sizeof err) == 0, "%s", err);
     CHECK(ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
-    if (pg) {
-        CHECK_MSG(pg->n_images == 1, "%d images", (int)pg->n_images);
-        if (pg->n_images >= 1) {
-            ingest_box b = pg->images[0].box;
-            CHECK_NEAR(b.x0, 100.0 / 612, 0.01);
-            CHECK_NEAR(b.x1, 500.0 / 612, 0.01);
-            CHECK_NEAR(b.y0, 150.0 / 792, 0.01);
-            CHECK_NEAR(b.y1, 300.0 / 792, 0.01);
-            int cc = pg->images[0].caption_chunk;
-            CHECK(cc >= 0 && cc < pg->n_chunks && !strncmp(pg->chunks[cc].text, "Figure 3:", 9));
-        }
-    }
+    if (pg) check_one_figure(test_failed_, pg, (ingest_box){100, 150, 500, 300}, "Figure 3:");
     ingest_page_free(pg);
     pg = NULL;
     CHECK(ingest_doc_page(d, 2, &pg, err, sizeof err) == 0 && pg);
