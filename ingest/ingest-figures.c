@@ -308,7 +308,7 @@ int ingest_figures_detect(ing_pagectx *pc, const unsigned char *px, int pw, int 
             ingest_box o = pc->regions[r].b;
             float ix = ing_minf(o.x1, b.x1) - ing_maxf(o.x0, b.x0);
             float iy = ing_minf(o.y1, b.y1) - ing_maxf(o.y0, b.y0);
-            if (ix > 0 && iy > 0 && ix * iy > 0.5f * (b.x1 - b.x0) * (b.y1 - b.y0)) inside_raster = 1;
+            if (ix > 0 && iy > 0 && ix * iy > 0.5f * bw * bh) inside_raster = 1;
         }
         if (!inside_raster) rc = add_region(pc, (ing_region){b, 0, 0, -1, -1, rule});
     }
@@ -323,9 +323,12 @@ static int cmp_pair(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* 1 when a and b share no column of the page: a caption cannot belong to such a region */
+static int apart_x(ingest_box a, ingest_box b) { return a.x0 >= b.x1 || a.x1 <= b.x0; }
+
 /* distance from a region to a caption line right above or below it, or -1 */
 static float caption_distance(ingest_box r, ingest_box c) {
-    if (c.x0 >= r.x1 || c.x1 <= r.x0) return -1;
+    if (apart_x(c, r)) return -1;
     if (c.y0 >= r.y1 - 4 && c.y0 - r.y1 <= CAPTION_GAP_PT) return ing_maxf(0, c.y0 - r.y1);
     if (r.y0 >= c.y1 - 4 && r.y0 - c.y1 <= CAPTION_GAP_PT) return ing_maxf(0, r.y0 - c.y1) + 0.5f;
     return -1;
@@ -354,9 +357,7 @@ static void pair_far(ing_pagectx *pc, unsigned char *used) {
         float bd = CAPTION_FAR_PT;
         for (int r = 0; r < pc->n_regions; r++) {
             ingest_box b = pc->regions[r].b;
-            if (pc->regions[r].caption_frag >= 0 || pc->regions[r].rule || cf->b.x0 >= b.x1 ||
-                cf->b.x1 <= b.x0)
-                continue;
+            if (pc->regions[r].caption_frag >= 0 || pc->regions[r].rule || apart_x(cf->b, b)) continue;
             float d = cf->b.y0 - b.y1;
             if (d < -4 || d > bd || parted(pc, b, cf->b)) continue;
             best = r;
@@ -383,7 +384,7 @@ static void pair_ruled(ing_pagectx *pc, unsigned char *used) {
         int bottom = -1;
         for (int r = 0; r < pc->n_regions; r++) {
             ingest_box b = pc->regions[r].b;
-            if (!pc->regions[r].rule || cf->b.x0 >= b.x1 || cf->b.x1 <= b.x0) continue;
+            if (!pc->regions[r].rule || apart_x(cf->b, b)) continue;
             float d = cf->b.y0 - b.y1;
             if (d < -2 || d > CAPTION_GAP_PT) continue;
             if (bottom < 0 || b.y1 > pc->regions[bottom].b.y1) bottom = r;
