@@ -277,22 +277,49 @@ static int by_image_score(const void *a, const void *b) {
     return sx < sy ? 1 : sx > sy ? -1 : 0;
 }
 
-/* The figure index joins the image list: each image scores the better of its caption
- * cosine and its calibrated pixel cosine (RETR_FIGURE_GAIN); the merged list is re-sorted
- * and cut to depth. */
-static int figure_list(retriever *r, const float *q, const retr_opts *o, cands *cs,
-                       int64_t *list, int32_t *nlist, char *err, size_t errlen) {
+float retr_image_score(float caption_cos, float pixel_cos) {
+    if (pixel_cos < -1.5f) return caption_cos;
+    return (caption_cos < -1.5f ? 0.0f : caption_cos) + RETR_FIGURE_WEIGHT * pixel_cos;
+}
+
+float retr_stored_cosine(store *s, int32_t owner, int64_t id, const char *model, const float *q,
+                         int32_t dim, float *buf) {
+    int32_t d = 0;
+    const char *space = owner == STORE_OWNER_CHUNK ? "text" : "image";
+    if (!q || store_vector_get(s, owner, id, space, model, buf, dim, &d) != STORE_OK || d != dim)
+        return -2.0f;
+    float c = 0;
+    for (int32_t k = 0; k < dim; k++) c += q[k] * buf[k];
+    return c;
+}
+
+/* The figure index joins the image list. Its hits enter on the caption scale
+ * (RETR_FIGURE_GAIN, for the min_image_score floor); then every image of the merged list
+ * scores its caption cosine plus RETR_FIGURE_WEIGHT times its pixel cosine, so the two
+ * kinds of evidence add up instead of the louder one hiding the other. Re-sorted and cut
+ * to depth. */
+static int figure_list(retriever *r, const float *qt, const float *qi, const retr_opts *o,
+                       cands *cs, int64_t *list, int32_t *nlist, char *err, size_t errlen) {
+    int32_t df = vindex_get_opts(r->vf)->dim, di = r->vi ? vindex_get_opts(r->vi)->dim : 0;
     int64_t *mine = malloc((size_t)o->depth * sizeof *mine);
     cand **all = malloc((size_t)(o->depth * 2) * sizeof *all);
+    float *buf = malloc((size_t)(df > di ? df : di) * sizeof *buf);
     int32_t nm = 0, na = 0, rc = 0;
-    if (!mine || !all) { retrieval_set_err(err, errlen, "retrieval: out of memory"); rc = -1; }
-    if (!rc) rc = vector_list(r, r->vf, RETR_SRC_IMAGE, RETR_FIGURE_GAIN, q, o, cs, mine, &nm,
+    if (!mine || !all || !buf) { retrieval_set_err(err, errlen, "retrieval: out of memory"); rc = -1; }
+    if (!rc) rc = vector_list(r, r->vf, RETR_SRC_IMAGE, RETR_FIGURE_GAIN, qt, o, cs, mine, &nm,
                               err, errlen);
     for (int32_t i = 0; !rc && i < *nlist + nm; i++) {
         cand *c = cands_find(cs, i < *nlist ? list[i] : mine[i - *nlist]);
         int dup = !c;
         for (int32_t j = 0; j < na && !dup; j++) dup = all[j] == c;
-        if (!dup) all[na++] = c;
+        if (dup) continue;
+        all[na++] = c;
+        if (!c->image_id) continue;
+        float cap = r->vi ? retr_stored_cosine(r->s, STORE_OWNER_IMAGE, c->image_id, r->image_model,
+                                               qi, di, buf) : -2;
+        float pix = retr_stored_cosine(r->s, STORE_OWNER_IMAGE, c->image_id, r->figure_model, qt, df,
+                                       buf);
+        if (cap > -1.5f || pix > -1.5f) c->score[RETR_SRC_IMAGE] = retr_image_score(cap, pix);
     }
     if (!rc) {
         qsort(all, (size_t)na, sizeof *all, by_image_score);
@@ -301,6 +328,7 @@ static int figure_list(retriever *r, const float *q, const retr_opts *o, cands *
     }
     free(mine);
     free(all);
+    free(buf);
     return rc;
 }
 
@@ -348,13 +376,8 @@ static int score_dense(retriever *r, cands *cs, const float *q, int32_t dim, int
         if (c->key <= 0) continue;
         ids[n++] = c->key;
         if (c->dense > -1.5f) continue;
-        int32_t d = 0;
-        if (store_vector_get(r->s, STORE_OWNER_CHUNK, c->key, "text", r->text_model, v, dim, &d) ==
-                STORE_OK && d == dim) {
-            float s = 0;
-            for (int32_t k = 0; k < dim; k++) s += q[k] * v[k];
-            c->dense = s;
-        }
+        float s = retr_stored_cosine(r->s, STORE_OWNER_CHUNK, c->key, r->text_model, q, dim, v);
+        if (s > -1.5f) c->dense = s;
     }
     if (sentences && n &&
         store_sentvecs_best(r->s, r->text_model, q, dim, ids, n, best) != STORE_OK) {
@@ -506,7 +529,7 @@ int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
     if (!rc && want_image && qvec_image)
         rc = vector_list(r, r->vi, RETR_SRC_IMAGE, 1, qvec_image, &o, &cs, lists[1], &nl[1], err, errlen);
     if (!rc && want_figure)
-        rc = figure_list(r, qvec_text, &o, &cs, lists[1], &nl[1], err, errlen);
+        rc = figure_list(r, qvec_text, qvec_image, &o, &cs, lists[1], &nl[1], err, errlen);
     if (!rc && w[RETR_SRC_BM25] > 0)
         rc = bm25_list(r, query, &o, &cs, lists[2], &nl[2], err, errlen);
     retr_fused *f = rc ? NULL : malloc((size_t)o.k * sizeof *f);

@@ -131,9 +131,20 @@ int32_t retr_fuse(const int64_t *const lists[RETR_NSRC], const int32_t n[RETR_NS
 #define RETR_BM25_SCALE 0.08f
 #define RETR_IMAGE_SCALE 0.5f
 /* Figure-encoder cosines run lower than caption cosines (a match ~0.1-0.2 where a caption
- * match is ~0.4-0.7); this gain puts them on the caption scale before they share the
- * image list and its min_image_score floor. Calibrated on the generated corpus. */
+ * match is ~0.4-0.7); this gain puts them on the caption scale before they meet the
+ * min_image_score floor (calibrated on the generated corpus). An image found either way
+ * then scores caption cosine + RETR_FIGURE_WEIGHT * pixel cosine (set on the dev figures,
+ * vision/train/dev_figures.json). */
 #define RETR_FIGURE_GAIN 3.0f
+#define RETR_FIGURE_WEIGHT 1.0f
+/* An image's score from its caption cosine and its pixel cosine (either < -1.5 = none):
+ * the rule the image list and locate's page narrowing share. */
+float retr_image_score(float caption_cos, float pixel_cos);
+/* Cosine of q with the stored vector of a chunk (space "text") or an image (space "image":
+ * caption and pixel vectors, told apart by model); -2 when there is none. buf holds dim
+ * floats. */
+float retr_stored_cosine(store *s, int32_t owner, int64_t id, const char *model, const float *q,
+                         int32_t dim, float *buf);
 typedef struct retr_scored {
     int64_t id;
     float dense;             /* -2 = unknown */

@@ -176,20 +176,8 @@ static const char *figure_model(void) {
     return embed_figures_enabled() ? EMBED_FIGURE_MODEL : NULL;
 }
 
-/* Cosine of q with the stored vector of (owner, id) in (space, model), gain applied;
- * -2 when there is none. */
-static float stored_cos(store *s, int32_t owner, int64_t id, const char *model, const float *q,
-                        float *v, int32_t dim, float gain) {
-    int32_t d = 0;
-    const char *space = owner == STORE_OWNER_CHUNK ? "text" : "image";
-    if (store_vector_get(s, owner, id, space, model, v, dim, &d) != STORE_OK || d != dim) return -2;
-    float c = 0;
-    for (int32_t k = 0; k < dim; k++) c += q[k] * v[k];
-    return c * gain;
-}
-
-/* Per candidate: the best stored cosine with the description (text or caption vector,
- * figure vector at the retrieval gain), 2 when it carries the asked label. Returns the
+/* Per candidate: the stored cosine with the description (text or caption vector; an image
+ * adds its pixel cosine as the image list does), 2 when it carries the asked label. Returns the
  * number of candidates that had a vector. */
 static int32_t score_cands(store *s, textenc *te, const locate_cands *c, const vpe_scope *sc,
                            const float *q, float *score) {
@@ -199,9 +187,9 @@ static int32_t score_cands(store *s, textenc *te, const locate_cands *c, const v
     for (int32_t i = 0; v && i < c->n; i++) {
         const vpe_region *r = &c->r[i];
         int32_t owner = c->is_image[i] ? STORE_OWNER_IMAGE : STORE_OWNER_CHUNK;
-        float a = stored_cos(s, owner, r->ref_id, textenc_model_id(te), q, v, dim, 1);
+        float a = retr_stored_cosine(s, owner, r->ref_id, textenc_model_id(te), q, dim, v);
         if (c->is_image[i] && fm)
-            a = fmaxf(a, stored_cos(s, owner, r->ref_id, fm, q, v, dim, RETR_FIGURE_GAIN));
+            a = retr_image_score(a, retr_stored_cosine(s, owner, r->ref_id, fm, q, dim, v));
         have += a > -1.5f;
         if (vpe_text_has_label(r->text, sc->label_num, sc->label_table)) a = 2;
         score[i] = a;

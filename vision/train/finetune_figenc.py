@@ -33,7 +33,8 @@ import figdata  # noqa: E402
 import figdata_doc  # noqa: E402
 from figenc_model import FigureViT, MiniLM  # noqa: E402
 from figtypes import TYPE_PROMPTS  # noqa: E402
-from train_figenc import TYPE_PROMPTS as BASE_PROMPTS, export, loss_fn, open_log, to_grid, to_patches  # noqa: E402
+from figenc_model import patch_grid  # noqa: E402
+from train_figenc import MAX_TOKENS, PATCH, TYPE_PROMPTS as BASE_PROMPTS, export, loss_fn, open_log, to_grid, to_patches  # noqa: E402
 
 CPU = torch.device("cpu")
 
@@ -56,16 +57,49 @@ def load_crop(path):
     return to_grid(np.asarray(Image.open(path).convert("RGB")))
 
 
-def real_items(d, limit):
-    """Harvested figures with a caption: (gh, gw, pixels, [caption], None, "real")."""
+def snap_grid(a):
+    """Training only: a crop resampled to the full-budget grid of its aspect ratio, so real
+    figures of every size share the few grid shapes of the rendered ones (a batch is one
+    shape) instead of being dropped in shapes too rare to fill a batch."""
+    from PIL import Image
+    h, w = a.shape[:2]
+    k = max(1.0, 400.0 / min(h, w))
+    gh, gw = patch_grid(int(h * k), int(w * k), MAX_TOKENS, PATCH)
+    im = Image.fromarray(a).resize((gw * PATCH, gh * PATCH), Image.BICUBIC)
+    return gh, gw, np.asarray(im, dtype=np.uint8).copy()
+
+
+def box_key(doc, page, box):
+    return (doc, int(page), tuple(round(round(float(v), 4), 3) for v in box))  # the file keeps 4 places
+
+
+def described(path):
+    """Figures described by eye (real_figures.json): box key -> (type, [descriptions]);
+    type "skip" marks a crop that is not a figure."""
+    return {box_key(f["doc"], f["page"], f["box"]): (f["type"], [f["short"], f["long"]])
+            for f in json.load(open(path))["figures"]}
+
+
+def real_items(d, limit, desc_path=""):
+    """Harvested figures: (gh, gw, pixels, descriptions, type, "real"). The descriptions are
+    the caption ("Figure N:" cut) and, for a figure described by eye, its two descriptions
+    and its type's prompt; a figure with neither is left out, as is one marked skip."""
+    from PIL import Image
+    seen = described(desc_path) if desc_path else {}
     out = []
     for line in open(os.path.join(d, "index.jsonl")):
         r = json.loads(line)
         cap = " ".join(r.get("caption", "").split())
         cap = re.sub(r"^(figure|fig\.?|chart|plate|diagram|graph)\s*[\d.]+\s*[:.]?\s*", "", cap, flags=re.I)[:300]
-        if len(cap.split()) < 3:
+        texts = [cap] if len(cap.split()) >= 3 else []
+        kind, ds = seen.get(box_key(r["doc"], r["page"], r["box"]), (None, []))
+        if kind == "skip":
             continue
-        out.append(load_crop(os.path.join(d, r["file"])) + ([cap], None, "real"))
+        texts += ds + ([TYPE_PROMPTS[kind]] if kind in TYPE_PROMPTS else [])
+        if not texts:
+            continue
+        a = np.asarray(Image.open(os.path.join(d, r["file"])).convert("RGB"))
+        out.append(snap_grid(a) + (texts, kind, "real"))
         if len(out) >= limit:
             break
     return out
@@ -135,10 +169,10 @@ def retrieval(model, text, items):
 
 
 def dev_items(path, d):
-    """The labelled dev figures: (gh, gw, pix, [], type, "dev")."""
+    """The labelled dev figures: (gh, gw, pix, [description], type, "dev")."""
     out = []
     for f in json.load(open(path))["figures"]:
-        out.append(load_crop(os.path.join(d, f["file"])) + ([], f["type"], "dev"))
+        out.append(load_crop(os.path.join(d, f["file"])) + ([f["description"]], f["type"], "dev"))
     return out
 
 
@@ -154,7 +188,36 @@ def report(model, text, held, dev):
     if dev:
         m["dev_type_accuracy"], per = type_accuracy(model, text, dev, TYPE_PROMPTS)
         m["dev_per_type"] = {k: f"{v[0]}/{v[1]}" for k, v in sorted(per.items())}
+        m["dev_r_at_1"], m["dev_r_at_5"] = retrieval(model, text, dev)
     return m
+
+
+def batch_pick(rng, a, keys, wts, rkeys, rwts, groups, reals):
+    """One grid shape's batch: either drawn from all its figures, or (a --real-frac share of
+    steps) up to half real figures, filled with rendered ones of the same shape."""
+    if rkeys and rng.random() < a.real_frac:
+        key = rng.choices(rkeys, weights=rwts)[0]
+        r = reals[key]
+        pick = rng.sample(r, min(a.batch // 2, len(r)))
+        rs = set(r)
+        rest = [i for i in range(len(groups[key])) if i not in rs]
+        pick += rng.sample(rest, min(a.batch - len(pick), len(rest)))
+        return pick, key
+    key = rng.choices(keys, weights=wts)[0]
+    return rng.sample(range(len(groups[key])), min(a.batch, len(groups[key]))), key
+
+
+def dev_check(model, text, dev, steps, scale_log, best, best_state, say):
+    """Dev type accuracy + R@5 (tuned on, never trained on); keeps the best state."""
+    model.eval()
+    acc, _ = type_accuracy(model, text, dev, TYPE_PROMPTS)
+    r1, r5 = retrieval(model, text, dev)
+    model.train()
+    say(f"dev at step {steps}: type {acc:.3f} R@1 {r1:.3f} R@5 {r5:.3f}")
+    if best is None or acc + r5 > best[0]:
+        best = (acc + r5, steps)
+        best_state = ({k: v.detach().clone() for k, v in model.state_dict().items()}, scale_log.item())
+    return best, best_state
 
 
 def main():
@@ -167,6 +230,9 @@ def main():
     ap.add_argument("--n-held", type=int, default=300)
     ap.add_argument("--real", default="")
     ap.add_argument("--n-real", type=int, default=2000)
+    ap.add_argument("--described", default="", help="real_figures.json: real figures described by eye")
+    ap.add_argument("--real-frac", type=float, default=0.5, help="share of batches built around real figures")
+    ap.add_argument("--eval-every", type=int, default=0, help="dev check every N steps; the best is kept")
     ap.add_argument("--dev", default="")
     ap.add_argument("--dev-dir", default="")
     ap.add_argument("--freeze", type=int, default=4)
@@ -195,7 +261,7 @@ def main():
         train = [r for r in pool.imap(render_one, jobs, chunksize=16) if r]
         held = [r for r in pool.imap(render_one, held_jobs, chunksize=16) if r]
     if a.real and not a.eval_only:
-        train += real_items(a.real, a.n_real)
+        train += real_items(a.real, a.n_real, a.described)
     dev = dev_items(a.dev, a.dev_dir) if a.dev else []
     say(f"figenc fine-tune: {len(train)} training figures, {len(held)} held out, {len(dev)} dev, "
         f"rendered in {time.time() - t0:.0f} s; freeze {a.freeze} of {len(model.layers)} blocks")
@@ -236,6 +302,10 @@ def main():
                             lr=a.lr, betas=(0.9, 0.98))
     keys = [k for k, js in groups.items() if len(js) >= 16]
     wts = [len(groups[k]) for k in keys]
+    reals = {k: [i for i, j in enumerate(groups[k]) if train[j][5] == "real"] for k in keys}
+    rkeys = [k for k in keys if reals[k]]
+    rwts = [len(reals[k]) for k in rkeys]
+    best, best_state = None, None
     model.train()
     steps, train_t0 = 0, time.time()
     budget = a.seconds - (train_t0 - t0)
@@ -246,9 +316,8 @@ def main():
         lr = a.lr * min(1.0, (steps + 1) / 50) * 0.5 * (1 + math.cos(math.pi * frac))
         for g in opt.param_groups:
             g["lr"] = lr
-        key = rng.choices(keys, weights=wts)[0]
+        pick, key = batch_pick(rng, a, keys, wts, rkeys, rwts, groups, reals)
         js = groups[key]
-        pick = rng.sample(range(len(js)), min(a.batch, len(js)))
         x = feats[key][pick].float()
         txt = torch.stack([tv[js[p]][rng.randrange(len(tv[js[p]]))] for p in pick])
         loss = loss_fn(head(model, x, a.freeze), txt, scale_log.exp().clamp(max=100))
@@ -260,6 +329,13 @@ def main():
         if steps % 25 == 0:
             say(f"step {steps} t={time.time() - t0:.0f}s loss {loss.item():.3f} lr {lr:.2e} "
                 f"scale {scale_log.exp().item():.1f}")
+        if dev and a.eval_every and steps % a.eval_every == 0:
+            best, best_state = dev_check(model, text, dev, steps, scale_log, best, best_state, say)
+    if best_state is not None:
+        best, best_state = dev_check(model, text, dev, steps, scale_log, best, best_state, say)
+        model.load_state_dict(best_state[0])
+        scale_log.data.fill_(best_state[1])
+        say(f"kept the dev-best state of step {best[1]}")
     model.eval()
     after = report(model, text, held, dev)
     say("after:", json.dumps(after))
