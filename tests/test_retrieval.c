@@ -109,6 +109,17 @@ TEST(score_fusion) {
     CHECK(retr_fuse_scores(im, 0, &wi, f, 2) == 0);
 }
 
+/* an image's caption and pixel evidence add up; a missing one counts as nothing */
+TEST(image_score_adds_caption_and_pixels) {
+    CHECK_NEAR(retr_image_score(0.30f, 0.12f), 0.30 + RETR_FIGURE_WEIGHT * 0.12, 1e-6);
+    CHECK_NEAR(retr_image_score(0.30f, -2.0f), 0.30, 1e-6);
+    CHECK_NEAR(retr_image_score(-2.0f, 0.12f), RETR_FIGURE_WEIGHT * 0.12, 1e-6);
+    /* a fair caption with matching pixels beats a slightly better caption without them */
+    CHECK(retr_image_score(0.30f, 0.12f) > retr_image_score(0.35f, 0.0f));
+    /* and a strong pixel match does not hide a much better caption (the old max rule did) */
+    CHECK(retr_image_score(0.60f, 0.02f) > retr_image_score(0.05f, 0.20f));
+}
+
 TEST(adaptive_weights) {
     retr_weights w;
     retr_adapt_weights("who founded the company", NULL, &w);
