@@ -134,6 +134,22 @@ static int positional(char w[][WLEN], int n, int i) {
     return i + 1 < n && vpe_kind_word(w[i + 1], NULL, NULL);
 }
 
+/* a word for a place on the page: sets q's vertical (-1 top, 1 bottom) or horizontal (-1
+ * left, 1 right) position; 0 when w is none */
+static int place_word(const char *w, vpe_query *q) {
+    static const struct { const char *w; int8_t v, h; } places[] = {
+        {"top", -1, 0}, {"upper", -1, 0}, {"topmost", -1, 0}, {"bottom", 1, 0}, {"lower", 1, 0},
+        {"bottommost", 1, 0}, {"left", 0, -1}, {"leftmost", 0, -1}, {"right", 0, 1},
+        {"rightmost", 0, 1}};
+    for (size_t k = 0; k < sizeof places / sizeof *places; k++) {
+        if (strcmp(w, places[k].w)) continue;
+        if (places[k].v) q->pos_v = places[k].v;
+        if (places[k].h) q->pos_h = places[k].h;
+        return 1;
+    }
+    return 0;
+}
+
 static int is_fig_label_word(const char *w) {
     return !strcmp(w, "figure") || !strcmp(w, "fig") || !strcmp(w, "chart") ||
            !strcmp(w, "plate") || !strcmp(w, "exhibit");
@@ -192,16 +208,8 @@ void vpe_query_parse(const char *desc, vpe_query *q) {
                 if (vpe_kind_word(w[j], NULL, NULL)) { q->ordinal = o; used[i] = 1; break; }
             continue;
         }
-        int place = positional(w, n, i);
-        if (place && (!strcmp(w[i], "top") || !strcmp(w[i], "upper") || !strcmp(w[i], "topmost"))) {
-            q->pos_v = -1; used[i] = 1;
-        } else if (place && (!strcmp(w[i], "bottom") || !strcmp(w[i], "lower") ||
-                             !strcmp(w[i], "bottommost"))) {
-            q->pos_v = 1; used[i] = 1;
-        } else if (place && (!strcmp(w[i], "left") || !strcmp(w[i], "leftmost"))) {
-            q->pos_h = -1; used[i] = 1;
-        } else if (place && (!strcmp(w[i], "right") || !strcmp(w[i], "rightmost"))) {
-            q->pos_h = 1; used[i] = 1;
+        if (positional(w, n, i) && place_word(w[i], q)) {
+            used[i] = 1;
         } else if (!strcmp(w[i], "page") || !strcmp(w[i], "middle") || !strcmp(w[i], "center") ||
                    !strcmp(w[i], "centre")) {
             used[i] = 1;
