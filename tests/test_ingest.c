@@ -462,6 +462,16 @@ TEST(chunk_lines_of_overlapping_windows) {
     CHECK(checked > 40);
 }
 
+/* A US-letter PDF fixture at path, DejaVu Sans selected. The context holds the only
+ * reference to its surface: cairo_destroy(cr) writes the file. */
+static cairo_t *letter_pdf(const char *path) {
+    cairo_surface_t *sf = cairo_pdf_surface_create(path, 612, 792);
+    cairo_t *cr = cairo_create(sf);
+    cairo_surface_destroy(sf);
+    cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    return cr;
+}
+
 /* A paragraph of four lines drawn at known baselines gives one chunk of four lines, each
  * exactly one drawn line, top to bottom, at the drawn height. */
 TEST(multiline_paragraph_lines) {
@@ -474,16 +484,13 @@ TEST(multiline_paragraph_lines) {
     const int nrows = 4;
     char path[2048];
     snprintf(path, sizeof path, "%s/lines-%d.pdf", test_env("MMRAG_TMP", "/tmp"), (int)getpid());
-    cairo_surface_t *sf = cairo_pdf_surface_create(path, 612, 792);
-    cairo_t *cr = cairo_create(sf);
-    cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_t *cr = letter_pdf(path);
     cairo_set_font_size(cr, 11);
     for (int i = 0; i < nrows; i++) {
         cairo_move_to(cr, 72, 200 + 15 * i);
         cairo_show_text(cr, rows[i]);
     }
-    cairo_destroy(cr);
-    cairo_surface_destroy(sf);
+    cairo_destroy(cr);   /* the last reference: the PDF is written */
     ingest_doc *d = NULL;
     ingest_page *pg = NULL;
     char err[512];
@@ -513,9 +520,7 @@ TEST(multiline_paragraph_lines) {
 /* Two pages: headings in a larger font, paragraphs under them; with an outline
  * (cairo_pdf_surface_add_outline) or without. */
 static void write_sections_pdf(const char *path, int outline) {
-    cairo_surface_t *sf = cairo_pdf_surface_create(path, 612, 792);
-    cairo_t *cr = cairo_create(sf);
-    cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_t *cr = letter_pdf(path);
     static const struct { int page; double y; double size; const char *text; } items[] = {
         {1, 100, 20, "Alpha Heading"}, {1, 130, 11, "The alpha paragraph explains the first part."},
         {1, 400, 20, "Beta Heading"}, {1, 430, 11, "The beta paragraph explains the second part."},
@@ -532,11 +537,10 @@ static void write_sections_pdf(const char *path, int outline) {
         char link[64];
         snprintf(link, sizeof link, "page=%d pos=[72 %.0f]", page, items[i].y - 22);
         int parent = strncmp(items[i].text, "Gamma", 5) ? CAIRO_PDF_OUTLINE_ROOT : beta;
-        int id = cairo_pdf_surface_add_outline(sf, parent, items[i].text, link, 0);
+        int id = cairo_pdf_surface_add_outline(cairo_get_target(cr), parent, items[i].text, link, 0);
         if (!strncmp(items[i].text, "Beta", 4)) beta = id;
     }
-    cairo_destroy(cr);
-    cairo_surface_destroy(sf);
+    cairo_destroy(cr);   /* the last reference: the PDF is written */
 }
 
 /* the section of the chunk holding `needle` on page `page` */
@@ -574,9 +578,7 @@ TEST(sections_from_outline_or_headings) {
  * lines of notes under it, then its caption 90 pt below the drawing; lower down, a lone
  * drawing, a heading, then a caption: the heading parts them. */
 static void write_far_caption_pdf(const char *path) {
-    cairo_surface_t *sf = cairo_pdf_surface_create(path, 612, 792);
-    cairo_t *cr = cairo_create(sf);
-    cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_t *cr = letter_pdf(path);
     cairo_set_line_width(cr, 1.5);
     for (int k = 0; k < 3; k++) {           /* 100..450 x 100..200 */
         cairo_rectangle(cr, 100 + 125 * k, 100, 100, 100);
@@ -599,8 +601,7 @@ static void write_far_caption_pdf(const char *path) {
     cairo_set_font_size(cr, 10);
     cairo_move_to(cr, 180, 620);
     cairo_show_text(cr, "Figure 2: A caption whose figure is text only.");
-    cairo_destroy(cr);
-    cairo_surface_destroy(sf);
+    cairo_destroy(cr);   /* the last reference: the PDF is written */
 }
 
 /* The page holds one image, its box (points on a 612 x 792 page) within 0.01, captioned
@@ -638,9 +639,7 @@ TEST(far_caption_and_figure_parts) {
 /* Page 1: a figure set as a ruled table (three rules of one width, text between, no other
  * ink) above its caption. Page 2: one rule above a caption is a line, not a figure. */
 static void write_ruled_pdf(const char *path) {
-    cairo_surface_t *sf = cairo_pdf_surface_create(path, 612, 792);
-    cairo_t *cr = cairo_create(sf);
-    cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_t *cr = letter_pdf(path);
     cairo_set_font_size(cr, 10);
     cairo_set_line_width(cr, 0.8);
     const float rules[3] = {150, 172, 300};
@@ -660,8 +659,7 @@ static void write_ruled_pdf(const char *path) {
     cairo_stroke(cr);
     cairo_move_to(cr, 250, 325);
     cairo_show_text(cr, "Figure 4: A caption under a single rule.");
-    cairo_destroy(cr);
-    cairo_surface_destroy(sf);
+    cairo_destroy(cr);   /* the last reference: the PDF is written */
 }
 
 TEST(ruled_figure) {
@@ -856,9 +854,7 @@ TEST(flat_memory_2000_pages) {
 TEST(running_headers_and_page_numbers_dropped) {
     char path[2048];
     snprintf(path, sizeof path, "%s/furniture.pdf", test_env("MMRAG_TMP", "/tmp"));
-    cairo_surface_t *sf = cairo_pdf_surface_create(path, 612, 792);
-    cairo_t *cr = cairo_create(sf);
-    cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_t *cr = letter_pdf(path);
     for (int p = 1; p <= 5; p++) {
         char line[128];
         cairo_set_font_size(cr, 9);
@@ -886,8 +882,7 @@ TEST(running_headers_and_page_numbers_dropped) {
         cairo_show_text(cr, "Syntax: torque <value>");
         cairo_show_page(cr);
     }
-    cairo_destroy(cr);
-    cairo_surface_destroy(sf);
+    cairo_destroy(cr);   /* the last reference: the PDF is written */
     ingest_options o;
     ingest_options_default(&o);
     ingest_doc *d = NULL;
