@@ -33,8 +33,7 @@ import figdata  # noqa: E402
 import figdata_doc  # noqa: E402
 from figenc_model import FigureViT, MiniLM  # noqa: E402
 from figtypes import TYPE_PROMPTS  # noqa: E402
-from figenc_model import patch_grid  # noqa: E402
-from train_figenc import MAX_TOKENS, PATCH, TYPE_PROMPTS as BASE_PROMPTS, export, loss_fn, open_log, to_grid, to_patches  # noqa: E402
+from train_figenc import TYPE_PROMPTS as BASE_PROMPTS, export, loss_fn, open_log, to_grid, to_patches  # noqa: E402
 
 CPU = torch.device("cpu")
 
@@ -52,21 +51,15 @@ def render_one(job):
     return to_grid(a) + (s["desc"], s.get("type", s["kind"]), src)
 
 
-def load_crop(path):
+def load_crop(path, min_side=0):
     from PIL import Image
-    return to_grid(np.asarray(Image.open(path).convert("RGB")))
+    return to_grid(np.asarray(Image.open(path).convert("RGB")), min_side)
 
 
-def snap_grid(a):
-    """Training only: a crop resampled to the full-budget grid of its aspect ratio, so real
-    figures of every size share the few grid shapes of the rendered ones (a batch is one
-    shape) instead of being dropped in shapes too rare to fill a batch."""
-    from PIL import Image
-    h, w = a.shape[:2]
-    k = max(1.0, 400.0 / min(h, w))
-    gh, gw = patch_grid(int(h * k), int(w * k), MAX_TOKENS, PATCH)
-    im = Image.fromarray(a).resize((gw * PATCH, gh * PATCH), Image.BICUBIC)
-    return gh, gw, np.asarray(im, dtype=np.uint8).copy()
+# Real crops in training take the full-budget grid of their aspect ratio, so that figures of
+# every size share the few grid shapes of the rendered ones (a batch is one shape) instead
+# of sitting in shapes too rare to fill a batch.
+SNAP_SIDE = 400
 
 
 def box_key(doc, page, box):
@@ -84,7 +77,6 @@ def real_items(d, limit, desc_path=""):
     """Harvested figures: (gh, gw, pixels, descriptions, type, "real"). The descriptions are
     the caption ("Figure N:" cut) and, for a figure described by eye, its two descriptions
     and its type's prompt; a figure with neither is left out, as is one marked skip."""
-    from PIL import Image
     seen = described(desc_path) if desc_path else {}
     out = []
     for line in open(os.path.join(d, "index.jsonl")):
@@ -98,8 +90,7 @@ def real_items(d, limit, desc_path=""):
         texts += ds + ([TYPE_PROMPTS[kind]] if kind in TYPE_PROMPTS else [])
         if not texts:
             continue
-        a = np.asarray(Image.open(os.path.join(d, r["file"])).convert("RGB"))
-        out.append(snap_grid(a) + (texts, kind, "real"))
+        out.append(load_crop(os.path.join(d, r["file"]), SNAP_SIDE) + (texts, kind, "real"))
         if len(out) >= limit:
             break
     return out
@@ -332,7 +323,8 @@ def main():
         if dev and a.eval_every and steps % a.eval_every == 0:
             best, best_state = dev_check(model, text, dev, steps, scale_log, best, best_state, say)
     if best_state is not None:
-        best, best_state = dev_check(model, text, dev, steps, scale_log, best, best_state, say)
+        if steps % a.eval_every:   # the last steps are not checked yet
+            best, best_state = dev_check(model, text, dev, steps, scale_log, best, best_state, say)
         model.load_state_dict(best_state[0])
         scale_log.data.fill_(best_state[1])
         say(f"kept the dev-best state of step {best[1]}")

@@ -46,11 +46,14 @@ TYPE_PROMPTS = {
 }
 
 
-def to_grid(a):
-    """uint8 [h][w][3] -> (gh, gw, pixels resized bicubically to the patchifier's grid)."""
+def to_grid(a, min_side=0):
+    """uint8 [h][w][3] -> (gh, gw, pixels resized bicubically to the patchifier's grid).
+    min_side (training only) first scales a smaller image up to it, so that it takes the
+    full-budget grid of its aspect ratio."""
     from PIL import Image
     h, w = a.shape[:2]
-    gh, gw = patch_grid(h, w, MAX_TOKENS, PATCH)
+    k = max(1.0, min_side / min(h, w))
+    gh, gw = patch_grid(int(h * k), int(w * k), MAX_TOKENS, PATCH)
     im = Image.fromarray(a).resize((gw * PATCH, gh * PATCH), Image.BICUBIC)
     return gh, gw, np.asarray(im, dtype=np.uint8).copy()
 
