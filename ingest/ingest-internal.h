@@ -41,6 +41,7 @@ typedef struct {
     int caption_frag;   /* fragment index of its caption line, or -1 */
     int image;          /* page-local image index, or -1 for tables */
     int rule;           /* a horizontal rule: bounds a ruled figure, never one itself */
+    int graphic;        /* vector ink that is a picture by itself: kept without a caption */
 } ing_region;
 
 /* a buffer kept by the document and reused page after page (one thread at a time) */
@@ -87,6 +88,7 @@ int ingest_caption_kind(const char *text);
 int ingest_figures_map(ing_pagectx *pc);
 int ingest_figures_raster(ing_pagectx *pc, int ocr_page);
 int ingest_figures_need_render(const ing_pagectx *pc);
+int ingest_figures_probe(ing_pagectx *pc);   /* 1: a text page may hold a graphic */
 int ingest_figures_detect(ing_pagectx *pc, const unsigned char *px, int pw, int ph, int stride,
                           double scale);
 void ingest_figures_pair_captions(ing_pagectx *pc);

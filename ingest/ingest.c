@@ -352,7 +352,8 @@ void ingest_page_free(ingest_page *p) {
 }
 
 /* figures: raster list, render when something may be a figure (unless the page was
- * rendered up front, see render_first), detect, crop */
+ * rendered up front, see render_first; a text page when its coarse render shows a graphic),
+ * detect, crop */
 static int page_figures(ingest_doc *d, ing_pagectx *pc, int ocr_page, cairo_surface_t **s,
                         ingest_page *pg) {
     int rc = ingest_figures_raster(pc, ocr_page);
@@ -360,7 +361,7 @@ static int page_figures(ingest_doc *d, ing_pagectx *pc, int ocr_page, cairo_surf
     const unsigned char *px = NULL;
     int pw = 0, ph = 0, stride = 0;
     double scale = ingest_render_dpi(pc->w, pc->h, d->o.render_dpi) / 72.0;
-    int need = ingest_figures_need_render(pc);
+    int need = ingest_figures_need_render(pc) || *s || (!ocr_page && ingest_figures_probe(pc));
     d->render_streak = need ? d->render_streak + 1 : 0;
     if (need) {
         if (!*s) *s = ingest_render(pc->pp, pc->w, pc->h, d->o.render_dpi);

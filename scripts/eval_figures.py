@@ -6,11 +6,14 @@ reportlab-userguide.pdf (python-reportlab-doc), labelled by a person from the pi
 an appearance description that avoids caption words, the box). These two packages are
 reserved for evaluation: nothing was trained or tuned on them.
 
-  /usr/bin/python3 scripts/eval_figures.py BUILD MODELS [--dev] [--quick]   (fetches the .debs with apt)
+  /usr/bin/python3 scripts/eval_figures.py BUILD MODELS [--dev | --dev-r] [--quick]   (fetches the .debs with apt)
+  /usr/bin/python3 scripts/eval_figures.py --fetch-r DIR   (only fetch the R vignettes into DIR)
 
 --dev measures the dev set instead (vision/train/dev_figures.json: texlive documents, tuned
-on, never trained on; scripts/figenc-real-data.sh fetches them). --quick skips the run
-without the figure encoder.
+on, never trained on; scripts/figenc-real-data.sh fetches them). --dev-r measures the dev
+split of vision/train/r_figures.json (R vignettes of the survival and vcd packages, boxed by
+eye on the page, captioned or not; the detector was tuned on it, the encoder never trained on
+it; the .debs are fetched with apt). --quick skips the run without the figure encoder.
 
 Prints, with the figure encoder and without it (MMRAG_FIGENC=none):
   - detection: labelled figures whose box mmrag's ingest found (an image with IoU >= 0.5);
@@ -35,6 +38,7 @@ sys.path.insert(0, os.path.join(ROOT, "vision", "train"))
 from figtypes import TYPE_PROMPTS as PROMPTS  # noqa: E402
 
 DEV_LABELS = os.path.join(ROOT, "vision", "train", "dev_figures.json")
+R_LABELS = os.path.join(ROOT, "vision", "train", "r_figures.json")
 
 
 def iou(a, b):
@@ -46,23 +50,28 @@ def iou(a, b):
 
 
 def fetch(pdfs, cache):
+    """{name: path} of the pinned PDFs, each package's .deb downloaded and unpacked once."""
     os.makedirs(cache, exist_ok=True)
-    out = {}
-    for name, p in pdfs.items():
-        dst = os.path.join(cache, name)
-        ok = os.path.exists(dst) and hashlib.sha256(open(dst, "rb").read()).hexdigest() == p["sha256"]
-        if not ok:
-            work = tempfile.mkdtemp(dir=cache)
-            os.chmod(work, 0o755)
-            subprocess.run(["apt-get", "download", "-qq", f"{p['package']}={p['version']}"], cwd=work,
-                           check=True, stdout=subprocess.DEVNULL)
-            deb = [f for f in os.listdir(work) if f.endswith(".deb")][0]
-            subprocess.run(["dpkg-deb", "-x", deb, "x"], cwd=work, check=True)
-            os.replace(os.path.join(work, "x", p["path"]), dst)
+    out, unpacked = {}, {}
+    try:
+        for name, p in pdfs.items():
+            dst = os.path.join(cache, name)
+            ok = os.path.exists(dst) and hashlib.sha256(open(dst, "rb").read()).hexdigest() == p["sha256"]
+            if not ok:
+                pin = f"{p['package']}={p['version']}"
+                if pin not in unpacked:
+                    work = unpacked[pin] = tempfile.mkdtemp(dir=cache)
+                    os.chmod(work, 0o755)
+                    subprocess.run(["apt-get", "download", "-qq", pin], cwd=work, check=True, stdout=subprocess.DEVNULL)
+                    deb = [f for f in os.listdir(work) if f.endswith(".deb")][0]
+                    subprocess.run(["dpkg-deb", "-x", deb, "x"], cwd=work, check=True)
+                os.replace(os.path.join(unpacked[pin], "x", p["path"]), dst)
+                if hashlib.sha256(open(dst, "rb").read()).hexdigest() != p["sha256"]:
+                    sys.exit(f"eval-figures: {name}: sha256 mismatch")
+            out[name] = dst
+    finally:
+        for work in unpacked.values():
             subprocess.run(["rm", "-rf", work])
-            if hashlib.sha256(open(dst, "rb").read()).hexdigest() != p["sha256"]:
-                sys.exit(f"eval-figures: {name}: sha256 mismatch")
-        out[name] = dst
     return out
 
 
@@ -71,8 +80,14 @@ def run(cmd, env=None):
 
 
 def load_set(dev):
-    """(figures, {pdf name: path}, db dir) of the reserved set, or of the dev set (--dev)."""
+    """(figures, {pdf name: path}, db dir) of the reserved set, or of a dev set (--dev, --dev-r)."""
     cache = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "mmrag")
+    if dev == "r":
+        labels = json.load(open(R_LABELS))
+        figs = [dict(f, description=f["long"]) for f in labels["figures"] if f["split"] == "dev"]
+        docs = {f["doc"] for f in figs}
+        pdfs = fetch({k: v for k, v in labels["pdfs"].items() if k in docs}, os.path.join(cache, "eval-figures-r"))
+        return figs, pdfs, os.path.join(cache, "eval-figures-r", "db")
     if not dev:
         labels = json.load(open(os.path.join(ROOT, "tests/data/figures_real.json")))
         pdfs = fetch(labels["pdfs"], os.path.join(cache, "eval-figures"))
@@ -96,8 +111,13 @@ def pr_line(rows, what):
 
 
 def main():
+    if sys.argv[1:2] == ["--fetch-r"]:  # the R vignettes of every split, for training
+        out = sys.argv[2]
+        fetch(json.load(open(R_LABELS))["pdfs"], out)
+        print(out)
+        return
     build, models = sys.argv[1], sys.argv[2]
-    dev = "--dev" in sys.argv[3:]
+    dev = "r" if "--dev-r" in sys.argv[3:] else "--dev" in sys.argv[3:]
     mm = os.path.join(build, "mmrag")
     figs, pdfs, db = load_set(dev)
     env = dict(os.environ, MMRAG_MODELS=models)
