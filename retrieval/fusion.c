@@ -25,6 +25,16 @@ static const char *const visual_words[] = {
     "graph", "plot", "illustration", "drawing", "screenshot", "histogram",
     "map", "logo", "icon", "visual", "scan", "scanned", "pie", "scatter", "bar", NULL};
 
+/* words after which a visual word is a verb ("how do I plot", "when drawing"): the
+ * question asks how to make a picture, which the text answers */
+static const char *const verb_cues[] = {"i", "you", "we", "to", "when", "while", "then", NULL};
+
+static int is_cue(const char *w) {
+    for (int i = 0; verb_cues[i]; i++)
+        if (!strcmp(w, verb_cues[i])) return 1;
+    return 0;
+}
+
 static int is_visual(const char *w, size_t n) {
     for (int i = 0; visual_words[i]; i++) {
         size_t l = strlen(visual_words[i]);
@@ -41,7 +51,7 @@ void retr_adapt_weights(const char *query, const retr_opts *o, retr_weights *out
     int quotes = 0;
     for (const char *p = q; *p; p++) quotes += *p == '"';
     quoted = quotes >= 2;
-    char w[64];
+    char w[64], prev[64] = "";
     for (const char *p = q; *p;) {
         while (*p && !isalnum((unsigned char)*p)) p++;
         size_t n = 0;
@@ -53,8 +63,9 @@ void retr_adapt_weights(const char *query, const retr_opts *o, retr_weights *out
         }
         w[n] = 0;
         if (!n) continue;
-        if (is_visual(w, n)) visual = 1;
+        if (is_visual(w, n) && !is_cue(prev)) visual = 1;
         if (digits) exact = 1;
+        memcpy(prev, w, n + 1);
     }
     if (visual) image = 1.5f;
     if (quoted) bm25 *= 2.0f;

@@ -194,7 +194,9 @@ static cand *resolve_chunk(retriever *r, cands *cs, int64_t id) {
     return c;
 }
 
-/* the chunk that cites an image: its caption, else a chunk anchored to it */
+/* the chunk that cites an image: its caption, else its own text (a figure chunk), else
+ * the image itself. A paragraph anchored near a figure does not stand for it: its text
+ * already counts in the text lists, and its box is not the figure's. */
 static cand *resolve_image(retriever *r, cands *cs, int64_t image_id) {
     store_image_row img;
     memset(&img, 0, sizeof img);
@@ -208,7 +210,7 @@ static cand *resolve_image(retriever *r, cands *cs, int64_t image_id) {
             int64_t best = 0;
             for (int32_t i = 0; i < n; i++)
                 if (rows[i].image_id == image_id &&
-                    (!best || rows[i].kind == STORE_KIND_CAPTION || rows[i].kind == STORE_KIND_FIGURE)) {
+                    (rows[i].kind == STORE_KIND_CAPTION || rows[i].kind == STORE_KIND_FIGURE)) {
                     best = rows[i].id;
                     if (rows[i].kind == STORE_KIND_CAPTION) break;
                 }

@@ -137,6 +137,15 @@ TEST(adaptive_weights) {
     CHECK(w.w[RETR_SRC_IMAGE] == base_img);
     retr_adapt_weights("which table lists prices", NULL, &w);  /* tables are text chunks */
     CHECK(w.w[RETR_SRC_IMAGE] == base_img);
+    /* a visual word used as a verb asks how to make a picture: the text answers */
+    const char *verbs[] = {"how do I plot a function", "the default when drawing level curves",
+                           "how to graph data from a file", NULL};
+    for (int i = 0; verbs[i]; i++) {
+        retr_adapt_weights(verbs[i], NULL, &w);
+        CHECK_MSG(w.w[RETR_SRC_IMAGE] == base_img, "%s: image %g", verbs[i], w.w[RETR_SRC_IMAGE]);
+    }
+    retr_adapt_weights("how do I draw the plot of a function", NULL, &w);  /* the noun still asks */
+    CHECK(w.w[RETR_SRC_IMAGE] > base_img);
     retr_adapt_weights("the \"exact phrase\" here", NULL, &w);
     CHECK(w.w[RETR_SRC_BM25] >= 2 * base_bm);
     retr_adapt_weights("a lone \" quote", NULL, &w);
