@@ -114,17 +114,20 @@ train-figure-encoder:
 
 # Later stages, on the CPU in ~55 min: figures of printed manuals (vision/train/figdata_doc.py)
 # and real figures of Debian TeX documentation (scripts/figenc-real-data.sh) with their
-# captions and the descriptions written by eye (vision/train/real_figures.json), upper six
-# blocks trained (vision/train/finetune_figenc.py). The committed file is stage 3, run on
-# stage 2 (git history: vision/data/figenc before 2026-12-06; MODEL_CARD.md).
+# captions and the descriptions written by eye (vision/train/real_figures.json), and the
+# training split of R vignette figures boxed and described by eye (vision/train/r_figures.json,
+# fetched by scripts/eval_figures.py --fetch-r), upper six blocks trained
+# (vision/train/finetune_figenc.py). See MODEL_CARD.md for which stage the committed file is.
 FIGENC_BASE ?= vision/data/figenc
 FIGENC_FT_S ?= 3000
 FIGENC_FT_ARGS ?= --freeze 2 --n-base 2000 --n-doc 3000 --eval-every 50
 .PHONY: finetune-figure-encoder
 finetune-figure-encoder: $(BUILD)/mmrag
 	@real=$$(scripts/figenc-real-data.sh $(BUILD) $(BUILD)/figenc-real) && \
+	rdocs=$$(/usr/bin/python3 scripts/eval_figures.py --fetch-r $(BUILD)/figenc-r) && \
 	/usr/bin/python3 vision/train/finetune_figenc.py --base $(FIGENC_BASE) --minilm $(MODELS)/minilm \
 	  --out $(BUILD)/figenc-ft --real $$real --described vision/train/real_figures.json \
+	  --boxed vision/train/r_figures.json --boxed-dir $$rdocs \
 	  --seconds $(FIGENC_FT_S) $(FIGENC_FT_ARGS) \
 	  --dev vision/train/dev_figures.json --dev-dir $(BUILD)/figenc-real/dev
 	@echo "fine-tuned: $(BUILD)/figenc-ft (copy model.safetensors and config.json to vision/data/figenc/," \

@@ -298,8 +298,9 @@ float retr_stored_cosine(store *s, int32_t owner, int64_t id, const char *model,
 /* The figure index joins the image list. Its hits enter on the caption scale
  * (RETR_FIGURE_GAIN, for the min_image_score floor); then every image of the merged list
  * scores its caption cosine plus RETR_FIGURE_WEIGHT times its pixel cosine, so the two
- * kinds of evidence add up instead of the louder one hiding the other. Re-sorted and cut
- * to depth. */
+ * kinds of evidence add up instead of the louder one hiding the other. An image without a
+ * caption has only nearby paragraphs for text: its text cosine counts RETR_NEARBY_TEXT.
+ * Re-sorted and cut to depth. */
 static int figure_list(retriever *r, const float *qt, const float *qi, const retr_opts *o,
                        cands *cs, int64_t *list, int32_t *nlist, char *err, size_t errlen) {
     int32_t df = vindex_get_opts(r->vf)->dim, di = r->vi ? vindex_get_opts(r->vi)->dim : 0;
@@ -321,6 +322,7 @@ static int figure_list(retriever *r, const float *qt, const float *qi, const ret
                                                qi, di, buf) : -2;
         float pix = retr_stored_cosine(r->s, STORE_OWNER_IMAGE, c->image_id, r->figure_model, qt, df,
                                        buf);
+        if (cap > -1.5f && c->row.kind != STORE_KIND_CAPTION) cap *= RETR_NEARBY_TEXT;
         if (cap > -1.5f || pix > -1.5f) c->score[RETR_SRC_IMAGE] = retr_image_score(cap, pix);
     }
     if (!rc) {

@@ -137,6 +137,12 @@ int32_t retr_fuse(const int64_t *const lists[RETR_NSRC], const int32_t n[RETR_NS
  * vision/train/dev_figures.json). */
 #define RETR_FIGURE_GAIN 3.0f
 #define RETR_FIGURE_WEIGHT 1.0f
+/* The text vector of an image without a caption is its nearby paragraphs, weaker evidence
+ * of what it shows: the image list weighs it by this (0.8: dev image-only R@5 0.25 -> 0.33
+ * on the texlive set, 0.21 -> 0.24 on the R vignettes, in a simulation over the stored
+ * vectors; 0.7 and 0.9 did worse on one of them). Locate's page narrowing compares pages,
+ * not images, and takes it as is. */
+#define RETR_NEARBY_TEXT 0.8f
 /* An image's score from its caption cosine and its pixel cosine (either < -1.5 = none):
  * the rule the image list and locate's page narrowing share. */
 float retr_image_score(float caption_cos, float pixel_cos);

@@ -62,7 +62,9 @@ def fetch(pdfs, cache):
                 if pin not in unpacked:
                     work = unpacked[pin] = tempfile.mkdtemp(dir=cache)
                     os.chmod(work, 0o755)
-                    subprocess.run(["apt-get", "download", "-qq", pin], cwd=work, check=True, stdout=subprocess.DEVNULL)
+                    r = subprocess.run(["apt-get", "download", "-qq", pin], cwd=work, capture_output=True, text=True)
+                    if r.returncode:   # (its warnings about apt's sandbox user are noise)
+                        sys.exit(f"eval-figures: apt-get download {pin} failed: {r.stderr.strip()[-300:]}")
                     deb = [f for f in os.listdir(work) if f.endswith(".deb")][0]
                     subprocess.run(["dpkg-deb", "-x", deb, "x"], cwd=work, check=True)
                 os.replace(os.path.join(unpacked[pin], "x", p["path"]), dst)

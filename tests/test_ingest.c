@@ -574,6 +574,18 @@ TEST(sections_from_outline_or_headings) {
     }
 }
 
+/* Writes a fixture PDF with `write` under MMRAG_TMP, opens it into *d (NULL on failure)
+ * and removes the file. */
+static void open_fixture(int *test_failed_, const char *name, void (*write)(const char *), ingest_doc **d) {
+    char path[2048], err[512];
+    snprintf(path, sizeof path, "%s/%s-%d.pdf", test_env("MMRAG_TMP", "/tmp"), name, (int)getpid());
+    write(path);
+    *d = NULL;
+    int rc = ingest_doc_open(path, NULL, d, err, sizeof err);
+    unlink(path);
+    CHECK_MSG(rc == 0, "%s", err);
+}
+
 /* One page: a figure drawn in three pieces 25 pt apart (wider than the ink merge), two
  * lines of notes under it, then its caption 90 pt below the drawing; lower down, a lone
  * drawing, a heading, then a caption: the heading parts them. */
@@ -624,14 +636,11 @@ static void check_one_figure(int *test_failed_, const ingest_page *pg, ingest_bo
  * become one image; a heading between a drawing and a caption keeps them apart: the lone
  * drawing is an image of its own, without that caption. */
 TEST(far_caption_and_figure_parts) {
-    char path[2048], err[512];
-    snprintf(path, sizeof path, "%s/farcap-%d.pdf", test_env("MMRAG_TMP", "/tmp"), (int)getpid());
-    write_far_caption_pdf(path);
+    char err[512];
     ingest_doc *d = NULL;
+    open_fixture(test_failed_, "farcap", write_far_caption_pdf, &d);
     ingest_page *pg = NULL;
-    CHECK_MSG(ingest_doc_open(path, NULL, &d, err, sizeof err) == 0, "%s", err);
-    CHECK(ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
-    unlink(path);
+    CHECK(d && ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
     if (pg) {
         CHECK_MSG(pg->n_images == 2, "%d images", (int)pg->n_images);
         for (int i = 0; i < pg->n_images; i++) {
@@ -716,12 +725,9 @@ static void write_graphics_pdf(const char *path) {
 /* A plot is found without a caption, side-by-side panels are one image, and a frame around
  * code or a ruled table of numbers is no image. */
 TEST(graphics_without_captions) {
-    char path[2048], err[512];
-    snprintf(path, sizeof path, "%s/graphics-%d.pdf", test_env("MMRAG_TMP", "/tmp"), (int)getpid());
-    write_graphics_pdf(path);
+    char err[512];
     ingest_doc *d = NULL;
-    CHECK_MSG(ingest_doc_open(path, NULL, &d, err, sizeof err) == 0, "%s", err);
-    unlink(path);
+    open_fixture(test_failed_, "graphics", write_graphics_pdf, &d);
     static const ingest_box want[2] = {{138, 120, 400, 290}, {88, 120, 505, 270}};
     for (int p = 1; p <= 3 && d; p++) {
         ingest_page *pg = NULL;
@@ -772,19 +778,16 @@ static void write_ruled_pdf(const char *path) {
 }
 
 TEST(ruled_figure) {
-    char path[2048], err[512];
-    snprintf(path, sizeof path, "%s/ruled-%d.pdf", test_env("MMRAG_TMP", "/tmp"), (int)getpid());
-    write_ruled_pdf(path);
+    char err[512];
     ingest_doc *d = NULL;
+    open_fixture(test_failed_, "ruled", write_ruled_pdf, &d);
     ingest_page *pg = NULL;
-    CHECK_MSG(ingest_doc_open(path, NULL, &d, err, sizeof err) == 0, "%s", err);
-    CHECK(ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
+    CHECK(d && ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
     if (pg) check_one_figure(test_failed_, pg, (ingest_box){100, 150, 500, 300}, "Figure 3:");
     ingest_page_free(pg);
     pg = NULL;
-    CHECK(ingest_doc_page(d, 2, &pg, err, sizeof err) == 0 && pg);
+    CHECK(d && ingest_doc_page(d, 2, &pg, err, sizeof err) == 0 && pg);
     if (pg) CHECK_MSG(pg->n_images == 0, "%d images under a single rule", (int)pg->n_images);
-    unlink(path);
     ingest_page_free(pg);
     ingest_doc_free(d);
 }

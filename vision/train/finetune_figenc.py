@@ -22,6 +22,7 @@ import os
 import random
 import re
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -93,6 +94,25 @@ def real_items(d, limit, desc_path=""):
         out.append(load_crop(os.path.join(d, r["file"]), SNAP_SIDE) + (texts, kind, "real"))
         if len(out) >= limit:
             break
+    return out
+
+
+def boxed_items(path, pdf_dir, split):
+    """Figures boxed by eye on the page (r_figures.json) of one split, cropped from a 144-dpi
+    render: (gh, gw, pixels, descriptions, type, kind). Training ones ("real") learn their two
+    descriptions and their type's prompt; dev ones are checked on the long description."""
+    from harvest_real import crop
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in json.load(open(path))["figures"]:
+            if f["split"] != split:
+                continue
+            a = np.asarray(crop(os.path.join(pdf_dir, f["doc"]), f["page"], f["box"], tmp))
+            if split == "dev":
+                out.append(to_grid(a) + ([f["long"]], f["type"], "dev"))
+            else:
+                texts = [f["short"], f["long"]] + ([TYPE_PROMPTS[f["type"]]] if f["type"] in TYPE_PROMPTS else [])
+                out.append(to_grid(a, SNAP_SIDE) + (texts, f["type"], "real"))
     return out
 
 
@@ -224,6 +244,8 @@ def main():
     ap.add_argument("--described", default="", help="real_figures.json: real figures described by eye")
     ap.add_argument("--real-frac", type=float, default=0.5, help="share of batches built around real figures")
     ap.add_argument("--eval-every", type=int, default=0, help="dev check every N steps; the best is kept")
+    ap.add_argument("--boxed", default="", help="r_figures.json: figures boxed by eye on their pages")
+    ap.add_argument("--boxed-dir", default="", help="the PDFs of --boxed")
     ap.add_argument("--dev", default="")
     ap.add_argument("--dev-dir", default="")
     ap.add_argument("--freeze", type=int, default=4)
@@ -253,7 +275,11 @@ def main():
         held = [r for r in pool.imap(render_one, held_jobs, chunksize=16) if r]
     if a.real and not a.eval_only:
         train += real_items(a.real, a.n_real, a.described)
+    if a.boxed and not a.eval_only:
+        train += boxed_items(a.boxed, a.boxed_dir, "train")
     dev = dev_items(a.dev, a.dev_dir) if a.dev else []
+    if a.boxed:
+        dev += boxed_items(a.boxed, a.boxed_dir, "dev")
     say(f"figenc fine-tune: {len(train)} training figures, {len(held)} held out, {len(dev)} dev, "
         f"rendered in {time.time() - t0:.0f} s; freeze {a.freeze} of {len(model.layers)} blocks")
     model.eval()
