@@ -294,27 +294,37 @@ static float text_share(const ing_pagectx *pc, ingest_box b) {
     double a = 0;
     for (int i = 0; i < pc->n_chars; i++) {
         ingest_box c = pc->chars[i];
-        float ix = ing_minf(c.x1, b.x1) - ing_maxf(c.x0, b.x0), iy = ing_minf(c.y1, b.y1) - ing_maxf(c.y0, b.y0);
+        float ix = ing_minf(c.x1, b.x1) - ing_maxf(c.x0, b.x0);
+        float iy = ing_minf(c.y1, b.y1) - ing_maxf(c.y0, b.y0);
         if (ix > 0 && iy > 0) a += (double)ix * iy;
     }
     return (float)(a / ((double)(b.x1 - b.x0) * (b.y1 - b.y0)));
 }
 
+/* b inset by `inset` points as pixel bounds [x0, x1) x [y0, y1) clipped to the render;
+ * 0 when nothing is left */
+static int pixel_rect(ingest_box b, float inset, double scale, int pw, int ph, int r[4]) {
+    r[0] = (int)ceil((b.x0 + inset) * scale);
+    r[1] = (int)ceil((b.y0 + inset) * scale);
+    r[2] = (int)floor((b.x1 - inset) * scale);
+    r[3] = (int)floor((b.y1 - inset) * scale);
+    if (r[0] < 0) r[0] = 0;
+    if (r[1] < 0) r[1] = 0;
+    if (r[2] > pw) r[2] = pw;
+    if (r[3] > ph) r[3] = ph;
+    return r[2] > r[0] && r[3] > r[1];
+}
+
 /* share of ink pixels inside b inset by GRAPHIC_INSET_PT (text already blanked) */
 static float inner_ink(ingest_box b, const unsigned char *pix, int pw, int ph, double scale) {
-    int x0 = (int)ceil((b.x0 + GRAPHIC_INSET_PT) * scale), y0 = (int)ceil((b.y0 + GRAPHIC_INSET_PT) * scale);
-    int x1 = (int)floor((b.x1 - GRAPHIC_INSET_PT) * scale), y1 = (int)floor((b.y1 - GRAPHIC_INSET_PT) * scale);
-    if (x0 < 0) x0 = 0;
-    if (y0 < 0) y0 = 0;
-    if (x1 > pw) x1 = pw;
-    if (y1 > ph) y1 = ph;
-    if (x1 <= x0 || y1 <= y0) return 0;
+    int r[4];
+    if (!pixel_rect(b, GRAPHIC_INSET_PT, scale, pw, ph, r)) return 0;
     size_t n = 0;
-    for (int y = y0; y < y1; y++) {
+    for (int y = r[1]; y < r[3]; y++) {
         const unsigned char *row = pix + (size_t)y * pw;
-        for (int x = x0; x < x1; x++) n += row[x];
+        for (int x = r[0]; x < r[2]; x++) n += row[x];
     }
-    return (float)((double)n / ((double)(x1 - x0) * (y1 - y0)));
+    return (float)((double)n / ((double)(r[2] - r[0]) * (r[3] - r[1])));
 }
 
 /* 1 when pixel (x, y) lies on a thin straight line of at least len pixels, horizontal
@@ -335,21 +345,18 @@ static int on_line(const unsigned char *pix, int pw, int ph, int x, int y, int l
     int t = 3; /* thin: paper this far across the line on both sides */
     int ox = dy * t, oy = dx * t;
     int x1 = x - ox, y1 = y - oy, x2 = x + ox, y2 = y + oy;
-    int p1 = x1 >= 0 && y1 >= 0 && pix[(size_t)y1 * pw + x1], p2 = x2 < pw && y2 < ph && pix[(size_t)y2 * pw + x2];
+    int p1 = x1 >= 0 && y1 >= 0 && pix[(size_t)y1 * pw + x1];
+    int p2 = x2 < pw && y2 < ph && pix[(size_t)y2 * pw + x2];
     return !p1 || !p2;
 }
 
 /* share of the ink inside b that is not on thin straight lines */
 static float drawn_ink(ingest_box b, const unsigned char *pix, int pw, int ph, double scale) {
-    int x0 = (int)ceil(b.x0 * scale), y0 = (int)ceil(b.y0 * scale), x1 = (int)floor(b.x1 * scale), y1 = (int)floor(b.y1 * scale);
-    if (x0 < 0) x0 = 0;
-    if (y0 < 0) y0 = 0;
-    if (x1 > pw) x1 = pw;
-    if (y1 > ph) y1 = ph;
-    int len = (int)lround(LINE_PT * scale);
+    int r[4], len = (int)lround(LINE_PT * scale);
+    if (!pixel_rect(b, 0, scale, pw, ph, r)) return 0;
     size_t ink = 0, drawn = 0;
-    for (int y = y0; y < y1; y++)
-        for (int x = x0; x < x1; x++) {
+    for (int y = r[1]; y < r[3]; y++)
+        for (int x = r[0]; x < r[2]; x++) {
             if (!pix[(size_t)y * pw + x]) continue;
             ink++;
             drawn += !on_line(pix, pw, ph, x, y, len, 1) && !on_line(pix, pw, ph, x, y, len, 0);
@@ -360,7 +367,8 @@ static float drawn_ink(ingest_box b, const unsigned char *pix, int pw, int ph, d
 /* A captionless vector region is a picture by itself (a plot, a map, a diagram) when it is
  * big, holds ink inside its outline (a frame around code or a note holds none once the
  * text is blanked) and is mostly not text (a ruled table is). */
-static int graphic(const ing_pagectx *pc, ingest_box b, const unsigned char *pix, int pw, int ph, double scale) {
+static int graphic(const ing_pagectx *pc, ingest_box b, const unsigned char *pix, int pw, int ph,
+                   double scale) {
     if (b.x1 - b.x0 < GRAPHIC_W_PT || b.y1 - b.y0 < GRAPHIC_H_PT) return 0;
     float t = text_share(pc, b);
     if (t >= GRAPHIC_TEXT_MAX || inner_ink(b, pix, pw, ph, scale) <= GRAPHIC_INK_MIN) return 0;
@@ -450,7 +458,8 @@ int ingest_figures_probe(ing_pagectx *pc) {
                 : -1;
     int big = n < 0; /* out of memory: render in full, which fails cleanly */
     for (int i = 0; i < n && !big; i++)
-        big = boxes[i].x1 - boxes[i].x0 >= PROBE_SHARE * GRAPHIC_W_PT && boxes[i].y1 - boxes[i].y0 >= PROBE_SHARE * GRAPHIC_H_PT;
+        big = boxes[i].x1 - boxes[i].x0 >= PROBE_SHARE * GRAPHIC_W_PT &&
+              boxes[i].y1 - boxes[i].y0 >= PROBE_SHARE * GRAPHIC_H_PT;
     free(boxes);
     cairo_surface_destroy(coarse);
     return big;
@@ -605,7 +614,8 @@ static void absorb_parts(ing_pagectx *pc) {
 /* 1 when a and b sit side by side (or one above the other, vertical) like panels: of
  * like height (width), sharing most of it, at most PANEL_GAP_PT apart */
 static int aligned(ingest_box a, ingest_box b, int vertical) {
-    float a0 = vertical ? a.x0 : a.y0, a1 = vertical ? a.x1 : a.y1, b0 = vertical ? b.x0 : b.y0, b1 = vertical ? b.x1 : b.y1;
+    float a0 = vertical ? a.x0 : a.y0, a1 = vertical ? a.x1 : a.y1;
+    float b0 = vertical ? b.x0 : b.y0, b1 = vertical ? b.x1 : b.y1;
     float shared = ing_minf(a1, b1) - ing_maxf(a0, b0), small = ing_minf(a1 - a0, b1 - b0);
     float gap = vertical ? ing_maxf(a.y0 - b.y1, b.y0 - a.y1) : ing_maxf(a.x0 - b.x1, b.x0 - a.x1);
     return shared >= 0.6f * small && small >= 0.5f * ing_maxf(a1 - a0, b1 - b0) && gap <= PANEL_GAP_PT;
@@ -627,6 +637,8 @@ static int panel_pair(const ing_region *a, const ing_region *b) {
     return 0;
 }
 
+static int holds(ingest_box b, float x, float y) { return x > b.x0 && x < b.x1 && y > b.y0 && y < b.y1; }
+
 /* 1 when a caption, a heading or a line of body text (wide) lies in the gap between a and b */
 static int text_between(const ing_pagectx *pc, ingest_box a, ingest_box b) {
     ingest_box u = ing_box_union(a, b);
@@ -634,7 +646,7 @@ static int text_between(const ing_pagectx *pc, ingest_box a, ingest_box b) {
         const ing_frag *fr = &pc->frags[f];
         float xc = (fr->b.x0 + fr->b.x1) / 2, yc = (fr->b.y0 + fr->b.y1) / 2;
         if (xc < u.x0 || xc > u.x1 || yc < u.y0 || yc > u.y1) continue;
-        if ((xc > a.x0 && xc < a.x1 && yc > a.y0 && yc < a.y1) || (xc > b.x0 && xc < b.x1 && yc > b.y0 && yc < b.y1)) continue;
+        if (holds(a, xc, yc) || holds(b, xc, yc)) continue;   /* a panel's own labels */
         if (fr->kind == FRAG_HEADING || fr->kind == FRAG_CAPTION) return 1;
         if (fr->b.x1 - fr->b.x0 > 0.7f * (u.x1 - u.x0)) return 1;
     }
