@@ -316,6 +316,43 @@ TEST(search_citations_and_image_mapping) {
     store_close(fx.s);
 }
 
+/* An image without a caption or text of its own is cited as itself (its box), not through
+ * the paragraph anchored next to it: that paragraph's text already counts in the text lists. */
+TEST(uncaptioned_image_cited_as_itself) {
+    const char *t = test_env("MMRAG_TMP", "/tmp");
+    char dir[512], err[512];
+    snprintf(dir, sizeof dir, "%s/retr-%d-uncap", t, (int)getpid());
+    store *s = NULL;
+    CHECK_MSG(store_open(dir, NULL, &s, err, sizeof err) == STORE_OK, "%s", err);
+    static const chunk_spec cs[] = {
+        {"The pump curve shows head falling as the flow rises.", 2, STORE_KIND_TEXT, 0, {0.1f, 0.45f, 0.9f, 0.5f}},
+        {"Penguins huddle together in the winter storms.", 1, STORE_KIND_TEXT, -1, {0.1f, 0.1f, 0.9f, 0.2f}},
+    };
+    int32_t caps[1] = {-1};
+    int64_t doc = 0;
+    CHECK(add_doc(s, "cccc000000000000000000000000000000000000000000000000000000000000", "Doc C", cs, 2, 1,
+                  caps, &doc) == 0 && embed_all(s, "bow") == 0);
+    retriever *r = make_retriever(s, err, sizeof err);
+    CHECK_MSG(r, "%s", err);
+    retr_opts o;
+    retr_opts_default(&o);
+    o.sources = RETR_USE_IMAGE;
+    o.min_image_score = -1.0f;
+    o.k = 5;
+    retr_result res;
+    CHECK_MSG(retr_search(r, "pump curve head flow", &o, &res, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(res.n == 1, "image hits %d", res.n);
+    if (res.n == 1) {
+        CHECK_MSG(res.hits[0].chunk_id == 0 && res.hits[0].image_id > 0, "cited through chunk %lld",
+                  (long long)res.hits[0].chunk_id);
+        CHECK_NEAR(res.hits[0].box.y0, 0.2, 1e-6);   /* the image's box, not the paragraph's */
+        CHECK(res.hits[0].kind == STORE_KIND_FIGURE);
+    }
+    retr_result_free(&res);
+    retr_free(r);
+    store_close(s);
+}
+
 TEST(filters) {
     fixture fx;
     CHECK(fixture_open(&fx, "filt") == 0);
