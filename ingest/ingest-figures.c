@@ -17,7 +17,7 @@
  * figures from 661 to 755 (a sample of each, checked by eye, mostly whole figures). On 276
  * pages of R vignettes boxed by eye (vision/train/r_figures.json, 312 figures), the
  * captionless graphics and the panels took the figures found (IoU >= 0.5) from 142 to
- * 285, with 86.6% of the images on those pages right (70.6% before).
+ * 278, with 78.5% of the images on those pages right (70.6% before).
  * A text page (no image, no caption line) is rendered in full only when its layout leaves
  * room for a graphic and a coarse render shows big enough ink beyond the text (the probe).
  * On nine Debian manuals (1,209 pages) ingest takes ~1.5x as long, most of it rendering the
@@ -289,15 +289,17 @@ static void ink_cells(const unsigned char *ink, int pw, int ph, int cpx, unsigne
     }
 }
 
+/* area shared by a and b (points squared), 0 when apart */
+static float overlap_area(ingest_box a, ingest_box b) {
+    float ix = ing_minf(a.x1, b.x1) - ing_maxf(a.x0, b.x0);
+    float iy = ing_minf(a.y1, b.y1) - ing_maxf(a.y0, b.y0);
+    return ix > 0 && iy > 0 ? ix * iy : 0;
+}
+
 /* share of b's area covered by character boxes */
 static float text_share(const ing_pagectx *pc, ingest_box b) {
     double a = 0;
-    for (int i = 0; i < pc->n_chars; i++) {
-        ingest_box c = pc->chars[i];
-        float ix = ing_minf(c.x1, b.x1) - ing_maxf(c.x0, b.x0);
-        float iy = ing_minf(c.y1, b.y1) - ing_maxf(c.y0, b.y0);
-        if (ix > 0 && iy > 0) a += (double)ix * iy;
-    }
+    for (int i = 0; i < pc->n_chars; i++) a += overlap_area(pc->chars[i], b);
     return (float)(a / ((double)(b.x1 - b.x0) * (b.y1 - b.y0)));
 }
 
@@ -408,9 +410,6 @@ static int ink_regions(const ing_pagectx *pc, unsigned char *pix, const unsigned
     return n;
 }
 
-/* A page with no image and no caption line is rendered in full only when its layout leaves
- * room for a graphic and a coarse render (PROBE_DPI) shows ink beyond the text big enough
- * to be one: most text pages skip both renders. */
 static int cmp_float(const void *a, const void *b) {
     float x = *(const float *)a, y = *(const float *)b;
     return (x > y) - (x < y);
@@ -445,6 +444,9 @@ static int room_for_graphic(const ing_pagectx *pc) {
     return room;
 }
 
+/* A page with no image and no caption line is rendered in full only when its layout leaves
+ * room for a graphic and a coarse render (PROBE_DPI) shows ink beyond the text big enough
+ * to be one: most text pages skip both renders. */
 int ingest_figures_probe(ing_pagectx *pc) {
     if (!room_for_graphic(pc)) return 0;
     cairo_surface_t *coarse = ingest_render(pc->pp, pc->w, pc->h, PROBE_DPI);
@@ -480,12 +482,8 @@ int ingest_figures_detect(ing_pagectx *pc, const unsigned char *px, int pw, int 
         int rule = bh < MIN_FIG_PT && bw >= RULE_MIN_PT && bw >= 6 * bh;
         if (!rule && (bw < MIN_FIG_PT || bh < MIN_FIG_PT)) continue;
         int inside_raster = 0;
-        for (int r = 0; r < n_raster; r++) {
-            ingest_box o = pc->regions[r].b;
-            float ix = ing_minf(o.x1, b.x1) - ing_maxf(o.x0, b.x0);
-            float iy = ing_minf(o.y1, b.y1) - ing_maxf(o.y0, b.y0);
-            if (ix > 0 && iy > 0 && ix * iy > 0.5f * bw * bh) inside_raster = 1;
-        }
+        for (int r = 0; r < n_raster; r++)
+            if (overlap_area(pc->regions[r].b, b) > 0.5f * bw * bh) inside_raster = 1;
         if (inside_raster) continue;
         ing_region r = {b, 0, 0, -1, -1, rule, 0};
         r.graphic = !rule && graphic(pc, b, pix, pw, ph, scale);
@@ -631,9 +629,10 @@ static int figure_like(const ing_region *r) { return r->raster || r->graphic || 
  * by itself: it takes pieces only (a column of icons stays apart). A frame around code next
  * to a drawing is neither. */
 static int panel_pair(const ing_region *a, const ing_region *b) {
-    if (figure_like(a) && figure_like(b)) return !a->raster && !b->raster;
-    if (figure_like(a) && !figure_like(b)) return area(a->b) >= PIECE_RATIO * area(b->b);
-    if (figure_like(b) && !figure_like(a)) return area(b->b) >= PIECE_RATIO * area(a->b);
+    int fa = figure_like(a), fb = figure_like(b);
+    if (fa && fb) return !a->raster && !b->raster;
+    if (fa) return area(a->b) >= PIECE_RATIO * area(b->b);
+    if (fb) return area(b->b) >= PIECE_RATIO * area(a->b);
     return 0;
 }
 
@@ -676,8 +675,9 @@ static void join_panels(ing_pagectx *pc) {
     }
 }
 
-/* Pair regions with caption lines (closest first), drop vector regions without a caption,
- * absorb figure labels, and mark the fragments inside each region. */
+/* Pair regions with caption lines (closest first), join panels, drop vector regions that
+ * have no caption and are no graphic by themselves, absorb figure labels, and mark the
+ * fragments inside each region. */
 void ingest_figures_pair_captions(ing_pagectx *pc) {
     int nc = 0;
     pair_cand *c = malloc(((size_t)pc->n_regions * pc->n_frags + 1) * sizeof *c);
