@@ -31,7 +31,11 @@
  * their weighted mean. The confidence is the weighted geometric mean of the winner's
  * satisfactions (an absolute term: any unmet constraint drives it to 0) times a logistic
  * of the margin over the best competing candidate that is a different region (boxes
- * with IoU > 0.5 count as the same region). Below the threshold the result is "not found".
+ * with IoU > 0.5 count as the same region). With the page given (o.page, or "on page N"),
+ * a picture whose figure vector agrees with the description, that no other picture of the
+ * page rivals and whose look does not contradict the described type is vouched for
+ * (0.8-0.95, times the other constraints' satisfaction): an appearance description rarely
+ * shares words with a caption. Below the threshold the result is "not found".
  *
  * Threads: a vpe is thread-safe (the text encoder is; the embedding cache has a mutex).
  * Status: 0 on success, -1 with a message prefixed "vpe: " in err (bad arguments,

@@ -123,6 +123,26 @@ static void append(char *dst, const char *w) {
     strcpy(dst + l, w);
 }
 
+/* A place phrase names the region's place on the page where it follows the description's
+ * head (its kind noun: "the plot at the top", "the photo on the left", "the chart located
+ * at the bottom") or opens it; after another word it places a part inside the region
+ * ("legend at right", "legend lower left", "labels along the top", "rising steeply to the
+ * right"). Naming the page always means the page ("... at the bottom of the page"). */
+static int part_place(char w[][WLEN], int n, int i) {
+    static const char *const skip[] = {"the", "top", "bottom", "upper", "lower", "far", "very",
+                                       "left", "right", "from", NULL};
+    for (int m = i + 1; m < n && m <= i + 3; m++)
+        if (!strcmp(w[m], "page")) return 0;
+    int j = i - 1;
+    while (j >= 0 && (in_list(w[j], skip) || in_list(w[j], stopwords))) j--;
+    if (j < 0) return 0;
+    int head = 0;   /* the first kind noun that no other one follows ("block diagram") */
+    while (head < n && !(vpe_kind_word(w[head], NULL, NULL) &&
+                         !(head + 1 < n && vpe_kind_word(w[head + 1], NULL, NULL))))
+        head++;
+    return j != head;
+}
+
 /* left/right/top/bottom name the region's place on the page only after "the", "at", "on",
  * "in" or another place word, or before a kind noun ("the left figure", "at the top",
  * "right chart"); elsewhere they describe the region's inside ("pointing right", "rising
@@ -130,7 +150,7 @@ static void append(char *dst, const char *w) {
 static int positional(char w[][WLEN], int n, int i) {
     static const char *const before[] = {"the", "at", "on", "in", "top", "bottom", "upper",
                                          "lower", "far", "very", NULL};
-    if (i == 0 || in_list(w[i - 1], before)) return 1;
+    if (i == 0 || in_list(w[i - 1], before)) return !part_place(w, n, i);
     return i + 1 < n && vpe_kind_word(w[i + 1], NULL, NULL);
 }
 

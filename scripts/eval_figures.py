@@ -21,6 +21,8 @@ Prints, with the figure encoder and without it (MMRAG_FIGENC=none):
     top 5 images on the right page with IoU >= 0.5 (over all figures, and over detected);
   - VPE hit@IoU>=0.5: `mmrag locate` with the description, with and without the page, and
     the precision and recall of its answers at its default threshold;
+  - absent descriptions: each figure's page asked, with the page, for another document's figure
+    of another type; every answer "found" is false;
   - zero-shot figure type (figure encoder only): the labelled box cropped from a 144-dpi
     render, embedded by the training code's forward pass (vision/train/figenc_model.py,
     equal to the C path: tests/test_figenc.c), against one prompt per type.
@@ -112,6 +114,17 @@ def pr_line(rows, what):
     return f"{what}: precision {prec:.3f} ({right}/{found} answered), recall {right / max(1, len(rows)):.3f}"
 
 
+def absent_from(figs, i):
+    """A description of something not on figs[i]'s page: another document's figure of another
+    type (a fixed choice, so runs compare). Locate should answer "not found"."""
+    f, n = figs[i], len(figs)
+    for k in range(1, n):
+        g = figs[(i * 7 + k * 13) % n]
+        if g["doc"] != f["doc"] and g["type"] != f["type"]:
+            return g
+    return figs[(i + 1) % n]
+
+
 def main():
     if sys.argv[1:2] == ["--fetch-r"]:  # the R vignettes of every split, for training
         out = sys.argv[2]
@@ -155,8 +168,8 @@ def main():
         modes.append(("without (MMRAG_FIGENC=none)", dict(env, MMRAG_FIGENC="none")))
     for label, fenv in modes:
         r5 = r5d = 0
-        nopage, withpage = [], []
-        for f in described:
+        nopage, withpage, absent = [], [], []
+        for i, f in enumerate(described):
             out = run([mm, "search", "--db", db, "--sources", "image", "-k", "5", "--json", f["description"]], fenv)
             try:
                 hits = json.loads(out)["hits"]
@@ -167,12 +180,16 @@ def main():
             r5d += hit and f in detected
             nopage.append(located(f, 0, fenv))
             withpage.append(located(f, f["page"], fenv))
+            g = absent_from(described, i)
+            absent.append(located(dict(f, description=g["description"]), f["page"], fenv)[1])
         n, nd = max(1, len(described)), max(1, len([f for f in described if f in detected]))
         print(f"{label}: image-only R@5 {r5 / n:.3f} (detected only {r5d / nd:.3f}); "
               f"VPE hit@IoU>=0.5 {sum(g for g, _ in nopage) / n:.3f} without the page, "
               f"{sum(g for g, _ in withpage) / n:.3f} with it")
         print("  locate at its default threshold: " + pr_line(withpage, "with the page") + "; " +
               pr_line(nopage, "without"))
+        print(f"  absent descriptions (another document's figure of another type, asked on this page): "
+              f"answered {sum(absent)}/{len(absent)}")
     type_accuracy(figs, pdfs, models)
 
 

@@ -212,6 +212,20 @@ TEST(parse_directions_and_modifiers) {
     CHECK(q.pos_h == 1);
     vpe_query_parse("the plot at the top left", &q);
     CHECK(q.pos_v == -1 && q.pos_h == -1);
+    /* a place after another noun than the head is a part of the figure, unless the page is
+     * named */
+    vpe_query_parse("a step plot with a legend at right and labels at the top left", &q);
+    CHECK(q.pos_v == 0 && q.pos_h == 0);
+    vpe_query_parse("a line chart with red labels at the bottom of the page", &q);
+    CHECK(q.pos_v == 1);
+    vpe_query_parse("the chart located at the bottom", &q);
+    CHECK(q.pos_v == 1);
+    vpe_query_parse("a plot of step curves, legend lower left", &q);
+    CHECK(q.pos_v == 0 && q.pos_h == 0);
+    vpe_query_parse("the second plot from the left", &q);
+    CHECK(q.pos_h == -1);
+    vpe_query_parse("a block diagram at the top", &q);
+    CHECK(q.pos_v == -1);
     vpe_query_parse("a block diagram of five boxes", &q);
     CHECK(q.kind_primary == (1u << VPE_KIND_FIGURE));
     vpe_query_parse("the text block", &q);
@@ -253,6 +267,53 @@ TEST(pixels) {
     CHECK(vpe_locate(get_vpe(), page, 3, "the paragraph about resistors in series", &o, &r, err,
                      sizeof err) == 0);
     CHECK_MSG(r.index == 0, "index %d (%s)", r.index, r.why);
+}
+
+/* Picture evidence: with the page given, the figure whose pixels match an appearance
+ * description, and no other picture of the page does as well, is vouched for although its
+ * caption says nothing. Not without the page, not when two pictures of the page look alike,
+ * not for a description of something of another type, and not when a stated position is
+ * unmet. (Figure vectors: text embeddings standing in for the figure encoder's.) */
+TEST(pixels_vouch_with_page) {
+    NEED_MODEL();
+    const char *looks[2] = {"a zigzag line drawing of three resistors in a row",
+                            "a pie chart with four coloured slices"};
+    float vec[2 * 384];
+    char err[256];
+    CHECK(textenc_embed(g_te, looks, 2, vec, err, sizeof err) == 0);
+    vpe_region page[] = {
+        R(1, VPE_KIND_TEXT, .1f, .05f, .9f, .15f, "The next two figures belong to section 4."),
+        R(1, VPE_KIND_FIGURE, .2f, .20f, .8f, .40f, "Figure 5"),
+        R(1, VPE_KIND_FIGURE, .2f, .50f, .8f, .70f, "Figure 6"),
+    };
+    page[1].figure_vec = vec;
+    page[2].figure_vec = vec + 384;
+    vpe_options o;
+    vpe_options_default(&o);
+    o.page = 1;
+    vpe_result r;
+    const char *zigzag = "a zigzag drawing of resistors";
+    CHECK(vpe_locate(get_vpe(), page, 3, zigzag, &o, &r, err, sizeof err) == 0);
+    CHECK_MSG(r.index == 1 && r.found && r.confidence < 0.951f, "index %d found %d conf %.2f (%s)",
+              r.index, r.found, r.confidence, r.why);
+    CHECK(strstr(r.why, "pixels match"));
+    CHECK(vpe_locate(get_vpe(), page, 3, "the pie chart at the bottom of the page", &o, &r, err,
+                     sizeof err) == 0);
+    CHECK_MSG(r.index == 2 && r.found, "index %d found %d (%s)", r.index, r.found, r.why);
+    CHECK(vpe_locate(get_vpe(), page, 3, "the pie chart at the top of the page", &o, &r, err,
+                     sizeof err) == 0);
+    CHECK_MSG(!r.found, "an unmet position: found %d conf %.2f (%s)", r.found, r.confidence, r.why);
+    CHECK(vpe_locate(get_vpe(), page, 3, "a photograph of a red sports car", &o, &r, err,
+                     sizeof err) == 0);
+    CHECK_MSG(!r.found, "absent: found %d index %d conf %.2f (%s)", r.found, r.index,
+              r.confidence, r.why);
+    o.page = 0;
+    CHECK(vpe_locate(get_vpe(), page, 3, zigzag, &o, &r, err, sizeof err) == 0);
+    CHECK_MSG(r.index == 1 && !r.found, "no page: found %d (%s)", r.found, r.why);
+    o.page = 1;
+    page[2].figure_vec = vec;   /* both look alike: neither is vouched for */
+    CHECK(vpe_locate(get_vpe(), page, 3, zigzag, &o, &r, err, sizeof err) == 0);
+    CHECK_MSG(!r.found, "rivals: found %d index %d (%s)", r.found, r.index, r.why);
 }
 
 /* ---- end to end on the generated corpus ---- */
