@@ -63,15 +63,33 @@ def load_crop(path, min_side=0):
 SNAP_SIDE = 400
 
 
-def box_key(doc, page, box):
-    return (doc, int(page), tuple(round(round(float(v), 4), 3) for v in box))  # the file keeps 4 places
+def iou(a, b):
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    u = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - ix * iy
+    return ix * iy / u if u > 0 else 0.0
 
 
 def described(path):
-    """Figures described by eye (real_figures.json): box key -> (type, [descriptions]);
+    """Figures described by eye (real_figures.json): (doc, page) -> [(box, type, [descriptions])];
     type "skip" marks a crop that is not a figure."""
-    return {box_key(f["doc"], f["page"], f["box"]): (f["type"], [f["short"], f["long"]])
-            for f in json.load(open(path))["figures"]}
+    out = {}
+    for f in json.load(open(path))["figures"]:
+        out.setdefault((f["doc"], int(f["page"])), []).append((f["box"], f["type"], [f["short"], f["long"]]))
+    return out
+
+
+def description_of(seen, doc, page, box):
+    """(type, [descriptions]) of the described figure a harvested box is (IoU >= 0.5, the best),
+    or (None, []). By overlap, not the exact box: an ingest that boxes a figure a little
+    differently, or joins it with a panel beside it, must not train a figure on another's
+    words (a joined pair matches neither half) nor drop its description."""
+    best, hit = 0.5, (None, [])
+    for b, kind, ds in seen.get((doc, int(page)), []):
+        o = iou(b, box)
+        if o >= best:
+            best, hit = o, (kind, ds)
+    return hit
 
 
 def real_items(d, limit, desc_path=""):
@@ -85,7 +103,7 @@ def real_items(d, limit, desc_path=""):
         cap = " ".join(r.get("caption", "").split())
         cap = re.sub(r"^(figure|fig\.?|chart|plate|diagram|graph)\s*[\d.]+\s*[:.]?\s*", "", cap, flags=re.I)[:300]
         texts = [cap] if len(cap.split()) >= 3 else []
-        kind, ds = seen.get(box_key(r["doc"], r["page"], r["box"]), (None, []))
+        kind, ds = description_of(seen, r["doc"], r["page"], r["box"])
         if kind == "skip":
             continue
         texts += ds + ([TYPE_PROMPTS[kind]] if kind in TYPE_PROMPTS else [])
