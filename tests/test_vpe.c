@@ -237,22 +237,32 @@ TEST(parse_directions_and_modifiers) {
  * looks different. It ranks but does not vouch: with captions that say nothing, the
  * answer stays "not found". A query for text ignores pixels. The figure vectors here are
  * text embeddings standing in for the figure encoder's output (same space). */
-TEST(pixels) {
-    NEED_MODEL();
-    const char *looks[2] = {"a zigzag line drawing of three resistors in a row",
-                            "a pie chart with four coloured slices"};
-    float vec[2 * 384];
+/* A page of a paragraph (lead) and two figures captioned only "Figure 5" and "Figure 6",
+ * whose figure vectors (in vec, filled here) are those of a resistor drawing and a pie
+ * chart. Returns 0, or -1 when the text encoder fails. */
+static int two_figures(vpe_region page[3], const char *lead, float vec[2 * 384]) {
+    static const char *const looks[2] = {"a zigzag line drawing of three resistors in a row",
+                                         "a pie chart with four coloured slices"};
     char err[256];
-    CHECK(textenc_dim(g_te) == 384);
-    CHECK(textenc_embed(g_te, looks, 2, vec, err, sizeof err) == 0);
-    vpe_region page[] = {
-        R(1, VPE_KIND_TEXT, .1f, .05f, .9f, .15f,
-          "The network below uses three resistors in series; the chart after it shows the shares."),
+    if (textenc_dim(g_te) != 384 || textenc_embed(g_te, looks, 2, vec, err, sizeof err)) return -1;
+    const vpe_region p[3] = {
+        R(1, VPE_KIND_TEXT, .1f, .05f, .9f, .15f, lead),
         R(1, VPE_KIND_FIGURE, .2f, .20f, .8f, .40f, "Figure 5"),
         R(1, VPE_KIND_FIGURE, .2f, .50f, .8f, .70f, "Figure 6"),
     };
+    memcpy(page, p, sizeof p);
     page[1].figure_vec = vec;
     page[2].figure_vec = vec + 384;
+    return 0;
+}
+
+TEST(pixels) {
+    NEED_MODEL();
+    float vec[2 * 384];
+    char err[256];
+    vpe_region page[3];
+    CHECK(two_figures(page, "The network below uses three resistors in series; the chart after "
+                      "it shows the shares.", vec) == 0);
     vpe_options o;
     vpe_options_default(&o);
     vpe_result r;
@@ -276,18 +286,10 @@ TEST(pixels) {
  * unmet. (Figure vectors: text embeddings standing in for the figure encoder's.) */
 TEST(pixels_vouch_with_page) {
     NEED_MODEL();
-    const char *looks[2] = {"a zigzag line drawing of three resistors in a row",
-                            "a pie chart with four coloured slices"};
     float vec[2 * 384];
     char err[256];
-    CHECK(textenc_embed(g_te, looks, 2, vec, err, sizeof err) == 0);
-    vpe_region page[] = {
-        R(1, VPE_KIND_TEXT, .1f, .05f, .9f, .15f, "The next two figures belong to section 4."),
-        R(1, VPE_KIND_FIGURE, .2f, .20f, .8f, .40f, "Figure 5"),
-        R(1, VPE_KIND_FIGURE, .2f, .50f, .8f, .70f, "Figure 6"),
-    };
-    page[1].figure_vec = vec;
-    page[2].figure_vec = vec + 384;
+    vpe_region page[3];
+    CHECK(two_figures(page, "The next two figures belong to section 4.", vec) == 0);
     vpe_options o;
     vpe_options_default(&o);
     o.page = 1;
