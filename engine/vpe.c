@@ -45,7 +45,7 @@
 #define VOUCH_SPAN 0.06f        /* figure cosine over VOUCH_FIG for the top confidence */
 
 /* The figure types, one prompt each: the same as vision/train/figtypes.py (the figure
- * encoder's zero-shot type evaluation). */
+ * encoder's zero-shot type evaluation; test_vpe type_prompts_match_figtypes checks). */
 static const char *const type_prompts[] = {
     "a bar chart", "a line plot", "a scatter plot", "a pie chart", "a histogram",
     "a 3D surface plot", "a diagram of boxes connected by arrows", "a table", "a photograph",

@@ -318,6 +318,36 @@ TEST(pixels_vouch_with_page) {
     CHECK_MSG(!r.found, "rivals: found %d index %d (%s)", r.found, r.index, r.why);
 }
 
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *b = calloc(1, 1 << 16);
+    if (b) fread(b, 1, (1 << 16) - 1, f);
+    fclose(f);
+    return b;
+}
+
+/* The picture evidence's type prompts (engine/vpe.c) are the zero-shot type prompts of the
+ * figure encoder's evaluation (vision/train/figtypes.py): the same eleven strings. */
+TEST(type_prompts_match_figtypes) {
+    char *py = slurp("vision/train/figtypes.py"), *c = slurp("engine/vpe.c");
+    CHECK(py && c);
+    int n = 0;
+    for (const char *p = py ? strstr(py, "TYPE_PROMPTS") : NULL; p && (p = strstr(p, "\": \""));) {
+        p += 4;
+        const char *e = strchr(p, '"');
+        if (!e) break;
+        char want[128];
+        snprintf(want, sizeof want, "\"%.*s\"", (int)(e - p), p);
+        CHECK_MSG(strstr(c, want), "figtypes.py's prompt %s is not in engine/vpe.c", want);
+        n++;
+        p = e;
+    }
+    CHECK_MSG(n == 11, "%d prompts in figtypes.py", n);
+    free(py);
+    free(c);
+}
+
 /* ---- end to end on the generated corpus ---- */
 
 static int run(const char *cmd) {
