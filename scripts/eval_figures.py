@@ -116,13 +116,14 @@ def pr_line(rows, what):
 
 def absent_from(figs, i):
     """A description of something not on figs[i]'s page: another document's figure of another
-    type (a fixed choice, so runs compare). Locate should answer "not found"."""
+    type (a fixed choice, so runs compare), or None when the set has none. Locate should
+    answer "not found"."""
     f, n = figs[i], len(figs)
     for k in range(1, n):
         g = figs[(i * 7 + k * 13) % n]
         if g["doc"] != f["doc"] and g["type"] != f["type"]:
             return g
-    return figs[(i + 1) % n]
+    return None
 
 
 def main():
@@ -181,7 +182,8 @@ def main():
             nopage.append(located(f, 0, fenv))
             withpage.append(located(f, f["page"], fenv))
             g = absent_from(described, i)
-            absent.append(located(dict(f, description=g["description"]), f["page"], fenv)[1])
+            if g:
+                absent.append(located(dict(f, description=g["description"]), f["page"], fenv)[1])
         n, nd = max(1, len(described)), max(1, len([f for f in described if f in detected]))
         print(f"{label}: image-only R@5 {r5 / n:.3f} (detected only {r5d / nd:.3f}); "
               f"VPE hit@IoU>=0.5 {sum(g for g, _ in nopage) / n:.3f} without the page, "
