@@ -43,6 +43,7 @@
 #define VOUCH_TYPE (-0.08f)     /* the described type's cosine with the figure, below the
                                    figure's best type: further below is a mismatch */
 #define VOUCH_SPAN 0.06f        /* figure cosine over VOUCH_FIG for the top confidence */
+#define NO_FIG (-9.0f)          /* the figure cosine of a region without a figure vector */
 
 /* The figure types, one prompt each: the same as vision/train/figtypes.py (the figure
  * encoder's zero-shot type evaluation; test_vpe type_prompts_match_figtypes checks). */
@@ -440,31 +441,33 @@ static float similarity(const float *qv, const char *qwords, const float *tv, co
     return s;
 }
 
-/* The picture evidence for the winner `best` (see VOUCH_FIG): a confidence in 0.8..0.95, or 0
- * in *out. Returns 0, or -1 when the text encoder fails. */
+/* The picture evidence for the winner `best` (see VOUCH_FIG), given the description's vector
+ * qd and every candidate's figure cosine fcos: a confidence in 0.8..0.95, or 0 in *out.
+ * Returns 0, or -1 when the text encoder fails. */
 static int picture_vouch(vpe *v, const vpe_region *c, int32_t n, const uint8_t *elig,
-                         int32_t best, const float *qd, float *out, char *err, size_t errlen) {
+                         int32_t best, const float *qd, const float *fcos, float *out, char *err,
+                         size_t errlen) {
     const vpe_region *b = &c[best];
     int32_t dim = v->dim;
+    float f = fcos[best];
     *out = 0;
-    if (!b->figure_vec || (b->kind != VPE_KIND_RASTER && b->kind != VPE_KIND_FIGURE)) return 0;
-    float f = dotf(qd, b->figure_vec, dim);
-    if (f < VOUCH_FIG) return 0;
+    if (f < VOUCH_FIG || (b->kind != VPE_KIND_RASTER && b->kind != VPE_KIND_FIGURE)) return 0;
     for (int32_t i = 0; i < n; i++)
-        if (elig[i] && i != best && c[i].figure_vec && c[i].page == b->page &&
-            vpe_iou(c[i].box, b->box) <= 0.5f && f - dotf(qd, c[i].figure_vec, dim) < VOUCH_LEAD)
+        if (elig[i] && i != best && fcos[i] > NO_FIG && c[i].page == b->page &&
+            vpe_iou(c[i].box, b->box) <= 0.5f && f - fcos[i] < VOUCH_LEAD)
             return 0;   /* another picture of the page is about as close */
     float *tp = malloc(sizeof *tp * (size_t)N_TYPES * dim);
     if (!tp) { set_err(err, errlen, "out of memory"); return -1; }
     if (embed_texts(v, type_prompts, N_TYPES, tp, err, errlen)) { free(tp); return -1; }
-    int32_t asked = 0;   /* the type the description reads as, by its nearest prompt */
-    float fig_best = -2;
+    /* the type the description reads as (its nearest prompt), and the figure's best type */
+    float asked_q = -2, asked_f = 0, fig_best = -2;
     for (int32_t k = 0; k < N_TYPES; k++) {
         const float *t = tp + (size_t)k * dim;
-        if (dotf(t, qd, dim) > dotf(tp + (size_t)asked * dim, qd, dim)) asked = k;
-        fig_best = fmaxf(fig_best, dotf(t, b->figure_vec, dim));
+        float q = dotf(t, qd, dim), fk = dotf(t, b->figure_vec, dim);
+        if (q > asked_q) { asked_q = q; asked_f = fk; }
+        fig_best = fmaxf(fig_best, fk);
     }
-    float agree = dotf(tp + (size_t)asked * dim, b->figure_vec, dim) - fig_best;
+    float agree = asked_f - fig_best;
     free(tp);
     if (agree >= VOUCH_TYPE) *out = 0.8f + 0.15f * clamp01((f - VOUCH_FIG) / VOUCH_SPAN);
     return 0;
@@ -523,15 +526,15 @@ int vpe_locate(vpe *v, const vpe_region *cands, int32_t n, const char *descripti
     if (n == 0) return 0;
 
     int32_t dim = v->dim, nt = 2 * n + 4;
-    float *buf = calloc((size_t)nt * dim + (size_t)n * (6 + C_N), sizeof *buf);
+    float *buf = calloc((size_t)nt * dim + (size_t)n * (7 + C_N), sizeof *buf);
     uint8_t *elig = calloc((size_t)n * 2, 1);
     const char **texts = malloc(sizeof *texts * (size_t)nt);
     int rc = -1;
     if (!buf || !elig || !texts) { set_err(err, errlen, "out of memory"); goto done; }
     float *vec = buf, *sem = buf + (size_t)nt * dim, *asem = sem + n, *ksat = asem + n;
-    float *score = ksat + n, *absv = score + n, *tscore = absv + n;
+    float *score = ksat + n, *absv = score + n, *tscore = absv + n, *fcos = tscore + n;
     float *sat[C_N];
-    for (int k = 0; k < C_N; k++) sat[k] = tscore + n + (size_t)k * n;
+    for (int k = 0; k < C_N; k++) sat[k] = fcos + n + (size_t)k * n;
     uint8_t *has_clip = elig + n;
     int32_t n_elig = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -598,16 +601,17 @@ int vpe_locate(vpe *v, const vpe_region *cands, int32_t n, const char *descripti
         in_abs[C_CLIP] = q.n_content > 0;
     }
 
-    int any_fig = 0;
-    for (int32_t i = 0; i < n; i++) any_fig |= elig[i] && cands[i].figure_vec;
+    int any_fig = 0;   /* fcos: the figure cosine, or NO_FIG without a figure vector */
+    for (int32_t i = 0; i < n; i++) {
+        any_fig |= elig[i] && cands[i].figure_vec;
+        fcos[i] = cands[i].figure_vec ? dotf(qd, cands[i].figure_vec, dim) : NO_FIG;
+    }
     /* a query for text, a heading, a caption or a table asks nothing of pixels */
     uint32_t pictures = BIT(VPE_KIND_RASTER) | BIT(VPE_KIND_FIGURE);
     int textual = q.kind_primary && !(q.kind_primary & pictures);
     if (any_fig && !textual) {   /* ranking only: a region without pixels shows nothing */
         for (int32_t i = 0; i < n; i++)
-            sat[C_FIG][i] = cands[i].figure_vec
-                                ? sigm((dotf(qd, cands[i].figure_vec, dim) - FIG_MID) / FIG_SLOPE)
-                                : 0.0f;
+            sat[C_FIG][i] = fcos[i] > NO_FIG ? sigm((fcos[i] - FIG_MID) / FIG_SLOPE) : 0.0f;
         w[C_FIG] = FIG_WEIGHT;
     }
 
@@ -651,7 +655,7 @@ int vpe_locate(vpe *v, const vpe_region *cands, int32_t n, const char *descripti
                 la += w[k] * logf(fmaxf(sat[k][best], 1e-6f));
                 ws += w[k];
             }
-        if (picture_vouch(v, cands, n, elig, best, qd, &vouch, err, errlen)) goto done;
+        if (picture_vouch(v, cands, n, elig, best, qd, fcos, &vouch, err, errlen)) goto done;
         vouch *= ws > 0 ? expf(la / ws) : 1.0f;
         conf = fmaxf(conf, vouch);
     }
@@ -667,7 +671,7 @@ int vpe_locate(vpe *v, const vpe_region *cands, int32_t n, const char *descripti
                 if (w[k] > 0) fprintf(stderr, " %s %.2f", cname[k], sat[k][i]);
             const char *t = cands[i].text ? cands[i].text : "";
             fprintf(stderr, " | cos %.3f acos %.3f fcos %.3f | %.*s\n", sem[i], asem[i],
-                    cands[i].figure_vec ? dotf(qd, cands[i].figure_vec, dim) : -9.0f,
+                    fcos[i],
                     u8cap(t, 40), t);
         }
     }
