@@ -56,6 +56,26 @@ static inline const char *test_env(const char *name, const char *dflt) {
     return v && *v ? v : dflt;
 }
 
+/* The whole file at path, NUL-terminated (the NUL not counted in *len; len may be NULL),
+ * or NULL. The caller frees it. */
+static inline char *test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *b = NULL;
+    long n = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+    if (n >= 0 && !fseek(f, 0, SEEK_SET) && (b = malloc((size_t)n + 1)) &&
+        fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    fclose(f);
+    if (b) {
+        b[n] = 0;
+        if (len) *len = (size_t)n;
+    }
+    return b;
+}
+
 /* Cosine similarity in double precision (golden comparisons); 0-vectors give 0. */
 static inline double test_cosine(const float *a, const float *b, int n) {
     double ab = 0, aa = 0, bb = 0;

@@ -277,18 +277,6 @@ static char *tmp_path(const char *name) {
     return p;
 }
 
-static unsigned char *read_all(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    *n = (size_t)ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *b = malloc(*n);
-    if (fread(b, 1, *n, f) != *n) { free(b); b = NULL; }
-    fclose(f);
-    return b;
-}
-
 static void write_all(const char *path, const void *b, size_t n) {
     FILE *f = fopen(path, "wb");
     fwrite(b, 1, n, f);
@@ -301,7 +289,7 @@ TEST(bad_model_files_give_clear_errors) {
     CHECK(!mmrag_engine_init_from_file("/nonexistent/x.gguf", p, err, sizeof err));
     CHECK_MSG(strstr(err, "cannot open"), "%s", err);
     size_t n;
-    unsigned char *b = read_all(tiny_gguf(), &n);
+    unsigned char *b = (unsigned char *)test_read_file(tiny_gguf(), &n);
     CHECK(b);
     /* truncated */
     write_all(tmp_path("trunc.gguf"), b, n / 2);

@@ -32,19 +32,6 @@ static void db_path(char *buf, size_t n, const char *name) {
     snprintf(buf, n, "%s/libdb-%s", test_env("MMRAG_TMP", "/tmp"), name);
 }
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *p = malloc((size_t)n);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) { free(p); p = NULL; }
-    fclose(f);
-    *len = (size_t)n;
-    return p;
-}
-
 TEST(index_search_list_delete) {
     CHECK_MSG(setup(), "fixture: tool_gencorpus could not write the sample PDFs");
     char db[1100], err[256];
@@ -54,7 +41,7 @@ TEST(index_search_list_delete) {
     int64_t id1 = 0, id2 = 0, id3 = 0;
     CHECK_MSG(mmrag_index_file(h, g_pdf, &id1) == MMRAG_OK, "%s", mmrag_errmsg(h));
     size_t len;
-    char *mem = read_all(g_pdf2, &len);
+    char *mem = test_read_file(g_pdf2, &len);
     CHECK(mem);
     int rc = mmrag_index_memory(h, mem, len, "northwind.pdf", &id2);
     CHECK_MSG(rc == MMRAG_OK, "%s", mmrag_errmsg(h));

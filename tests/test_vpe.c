@@ -318,19 +318,11 @@ TEST(pixels_vouch_with_page) {
     CHECK_MSG(!r.found, "rivals: found %d index %d (%s)", r.found, r.index, r.why);
 }
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *b = calloc(1, 1 << 16);
-    if (b) fread(b, 1, (1 << 16) - 1, f);
-    fclose(f);
-    return b;
-}
-
 /* The picture evidence's type prompts (engine/vpe.c) are the zero-shot type prompts of the
  * figure encoder's evaluation (vision/train/figtypes.py): the same eleven strings. */
 TEST(type_prompts_match_figtypes) {
-    char *py = slurp("vision/train/figtypes.py"), *c = slurp("engine/vpe.c");
+    char *py = test_read_file("vision/train/figtypes.py", NULL);
+    char *c = test_read_file("engine/vpe.c", NULL);
     CHECK(py && c);
     int n = 0;
     for (const char *p = py ? strstr(py, "TYPE_PROMPTS") : NULL; p && (p = strstr(p, "\": \""));) {
