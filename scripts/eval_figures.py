@@ -38,17 +38,10 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "vision", "train"))
 from figtypes import TYPE_PROMPTS as PROMPTS  # noqa: E402
+from harvest_real import iou  # noqa: E402
 
 DEV_LABELS = os.path.join(ROOT, "vision", "train", "dev_figures.json")
 R_LABELS = os.path.join(ROOT, "vision", "train", "r_figures.json")
-
-
-def iou(a, b):
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    u = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return inter / u if u > 0 else 0.0
 
 
 def fetch(pdfs, cache):

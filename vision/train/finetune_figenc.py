@@ -34,6 +34,7 @@ import figdata  # noqa: E402
 import figdata_doc  # noqa: E402
 from figenc_model import FigureViT, MiniLM  # noqa: E402
 from figtypes import TYPE_PROMPTS  # noqa: E402
+from harvest_real import iou  # noqa: E402
 from train_figenc import TYPE_PROMPTS as BASE_PROMPTS, export, loss_fn, open_log, to_grid, to_patches  # noqa: E402
 
 CPU = torch.device("cpu")
@@ -61,13 +62,6 @@ def load_crop(path, min_side=0):
 # every size share the few grid shapes of the rendered ones (a batch is one shape) instead
 # of sitting in shapes too rare to fill a batch.
 SNAP_SIDE = 400
-
-
-def iou(a, b):
-    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
-    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
-    u = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - ix * iy
-    return ix * iy / u if u > 0 else 0.0
 
 
 def described(path):

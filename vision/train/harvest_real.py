@@ -33,6 +33,14 @@ def caption_of(con, cap_chunk):
     return ""
 
 
+def iou(a, b):
+    """Intersection over union of two boxes [x0, y0, x1, y1] (0 when apart)."""
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    u = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - ix * iy
+    return ix * iy / u if u > 0 else 0.0
+
+
 def crop(path, page, box, tmp):
     from PIL import Image
     base = os.path.join(tmp, "p")
