@@ -91,7 +91,9 @@ int ingest_figures_need_render(const ing_pagectx *pc);
 int ingest_figures_probe(ing_pagectx *pc);   /* 1: a text page may hold a graphic */
 int ingest_figures_detect(ing_pagectx *pc, const unsigned char *px, int pw, int ph, int stride,
                           double scale);
-void ingest_figures_pair_captions(ing_pagectx *pc);
+/* px: the page render (NULL when none or an OCR page): a lone caption's block is read from it */
+void ingest_figures_pair_captions(ing_pagectx *pc, const unsigned char *px, int pw, int ph,
+                                  int stride, double scale);
 int ingest_figures_export(ing_pagectx *pc, const unsigned char *px, int pw, int ph, int stride,
                           double scale, ingest_page *out);
 uint64_t ingest_phash(const unsigned char *px, int w, int h, int stride);

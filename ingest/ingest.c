@@ -373,7 +373,7 @@ static int page_figures(ingest_doc *d, ing_pagectx *pc, int ocr_page, cairo_surf
         if (!ocr_page) rc = ingest_figures_detect(pc, px, pw, ph, stride, scale);
     }
     if (rc == 0) {
-        ingest_figures_pair_captions(pc);
+        ingest_figures_pair_captions(pc, ocr_page ? NULL : px, pw, ph, stride, scale);
         rc = ingest_figures_export(pc, px, pw, ph, stride, scale, pg);
     }
     for (int i = 0; i < pg->n_images; i++) pg->images[i].index = d->next_image++;

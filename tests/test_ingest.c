@@ -787,6 +787,61 @@ TEST(ruled_figure) {
     ingest_doc_free(d);
 }
 
+/* Three pages, each a paragraph of running text (10 pt) above something captioned.
+ * Page 1: a listing set in 8 pt between the paragraph and "Figure 5:": a figure of text,
+ * with no drawn ink. Page 2: the same listing, then a sentence that starts with "Figure 5
+ * shows": no label, no figure. Page 3: the paragraph right above "Figure 6:": no figure. */
+static void write_text_figure_pdf(const char *path) {
+    cairo_t *cr = letter_pdf(path);
+    const char *body = "The running text of the manual goes on here in its usual size and width.";
+    const char *code[] = {"def render(page):", "    for box in page.boxes():", "        draw(box)",
+                          "    return page"};
+    for (int pg = 0; pg < 3; pg++) {
+        cairo_set_font_size(cr, 10);
+        for (int i = 0; i < 4; i++) { cairo_move_to(cr, 100, 100 + 14 * i); cairo_show_text(cr, body); }
+        if (pg < 2) {
+            cairo_set_font_size(cr, 8);
+            for (int i = 0; i < 4; i++) { cairo_move_to(cr, 120, 190 + 11 * i); cairo_show_text(cr, code[i]); }
+        }
+        cairo_set_font_size(cr, 10);
+        cairo_move_to(cr, 150, pg == 2 ? 162 : 250);
+        cairo_show_text(cr, pg == 0 ? "Figure 5: A listing set in a smaller face."
+                          : pg == 1 ? "Figure 5 shows the listing above, set small."
+                                    : "Figure 6: A caption with running text above it.");
+        cairo_show_page(cr);
+    }
+    cairo_destroy(cr);   /* the last reference: the PDF is written */
+}
+
+/* A caption whose figure is text (a listing) gets the block above it; a sentence that
+ * starts with "Figure N" and a caption under running text get none. */
+TEST(caption_over_text_figure) {
+    char err[512];
+    ingest_doc *d = NULL;
+    open_fixture(test_failed_, "textfig", write_text_figure_pdf, &d);
+    for (int p = 1; p <= 3 && d; p++) {
+        ingest_page *pg = NULL;
+        CHECK(ingest_doc_page(d, p, &pg, err, sizeof err) == 0 && pg);
+        if (pg && p == 1) {
+            CHECK_MSG(pg->n_images == 1, "%d images", (int)pg->n_images);
+            if (pg->n_images == 1) {
+                ingest_box b = pg->images[0].box;   /* the listing: x from 120, baselines 190..223 */
+                printf("  listing box %.0f %.0f %.0f %.0f pt\n", b.x0 * 612, b.y0 * 792, b.x1 * 612, b.y1 * 792);
+                CHECK_NEAR(b.x0, 120.0 / 612, 0.01);
+                CHECK_NEAR(b.y0, 184.0 / 792, 0.01);
+                CHECK_NEAR(b.y1, 226.0 / 792, 0.01);
+                CHECK(b.x1 > 220.0f / 612 && b.x1 < 300.0f / 612);
+                int cc = pg->images[0].caption_chunk;
+                CHECK(cc >= 0 && cc < pg->n_chunks && !strncmp(pg->chunks[cc].text, "Figure 5:", 9));
+            }
+        } else if (pg) {
+            CHECK_MSG(pg->n_images == 0, "page %d: %d images", p, (int)pg->n_images);
+        }
+        ingest_page_free(pg);
+    }
+    ingest_doc_free(d);
+}
+
 static void expect_bad(int *test_failed_, const char *file, int want) {
     char path[2048], err[512];
     snprintf(path, sizeof path, "%s/%s", bad_dir, file);
