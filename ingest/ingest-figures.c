@@ -306,6 +306,8 @@ static float overlap_area(ingest_box a, ingest_box b) {
 
 static float area(ingest_box b) { return (b.x1 - b.x0) * (b.y1 - b.y0); }
 
+static int holds(ingest_box b, float x, float y) { return x > b.x0 && x < b.x1 && y > b.y0 && y < b.y1; }
+
 /* share of b's area covered by character boxes */
 static float text_share(const ing_pagectx *pc, ingest_box b) {
     double a = 0;
@@ -642,8 +644,7 @@ static int small_text(const ing_pagectx *pc, ingest_box b) {
     int small = 0, all = 0;
     for (int f = 0; f < pc->n_frags; f++) {
         const ing_frag *fr = &pc->frags[f];
-        float xc = (fr->b.x0 + fr->b.x1) / 2, yc = (fr->b.y0 + fr->b.y1) / 2;
-        if (xc < b.x0 || xc > b.x1 || yc < b.y0 || yc > b.y1) continue;
+        if (!holds(b, (fr->b.x0 + fr->b.x1) / 2, (fr->b.y0 + fr->b.y1) / 2)) continue;
         all++;
         small += fr->size < 0.92f * pc->body_size;
     }
@@ -654,8 +655,8 @@ static int small_text(const ing_pagectx *pc, ingest_box b) {
 static int holds_body(const ing_pagectx *pc, ingest_box b, float colw) {
     for (int f = 0; f < pc->n_frags; f++) {
         const ing_frag *fr = &pc->frags[f];
-        float xc = (fr->b.x0 + fr->b.x1) / 2, yc = (fr->b.y0 + fr->b.y1) / 2;
-        if (xc > b.x0 && xc < b.x1 && yc > b.y0 && yc < b.y1 && body_line(pc, fr, colw)) return 1;
+        if (holds(b, (fr->b.x0 + fr->b.x1) / 2, (fr->b.y0 + fr->b.y1) / 2) && body_line(pc, fr, colw))
+            return 1;
     }
     return 0;
 }
@@ -825,8 +826,6 @@ static int panel_pair(const ing_region *a, const ing_region *b) {
     if (fb) return area(b->b) >= PIECE_RATIO * area(a->b);
     return 0;
 }
-
-static int holds(ingest_box b, float x, float y) { return x > b.x0 && x < b.x1 && y > b.y0 && y < b.y1; }
 
 /* 1 when a caption, a heading or a line of body text (wide) lies in the gap between a and b */
 static int text_between(const ing_pagectx *pc, ingest_box a, ingest_box b) {
