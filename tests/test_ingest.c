@@ -787,10 +787,52 @@ TEST(ruled_figure) {
     ingest_doc_free(d);
 }
 
-/* Three pages, each a paragraph of running text (10 pt) above something captioned.
+/* Page 4 of write_text_figure_pdf: three rows of four small circles (16 pt, under a
+ * figure's size) with 8 pt labels, the rows 50 pt apart (20 pt blank between a row's
+ * labels and the next row), over "Figure 7:". */
+static void draw_symbol_grid(cairo_t *cr) {
+    cairo_set_line_width(cr, 1);
+    cairo_set_font_size(cr, 8);
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 4; c++) {
+            double x = 140 + 90 * c, y = 200 + 50 * r;
+            cairo_new_sub_path(cr);
+            cairo_arc(cr, x, y, 8, 0, 2 * M_PI);
+            cairo_stroke(cr);
+            cairo_move_to(cr, x - 12, y + 20);
+            cairo_show_text(cr, "node");
+        }
+    cairo_set_font_size(cr, 10);
+    cairo_move_to(cr, 200, 350);
+    cairo_show_text(cr, "Figure 7: A grid of symbols.");
+}
+
+/* Page 5 of write_text_figure_pdf: a bitmap (150 x 100 pt at 100, 300) with its caption
+ * set beside it, to its right. */
+static void draw_side_caption(cairo_t *cr) {
+    cairo_surface_t *img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 150, 100);
+    unsigned char *px = cairo_image_surface_get_data(img);
+    int stride = cairo_image_surface_get_stride(img);
+    for (int y = 0; y < 100; y++)
+        for (int x = 0; x < 150; x++) {
+            uint32_t v = (uint32_t)((x * 255 / 150) << 16 | (y * 255 / 100) << 8 | 0x40);
+            memcpy(px + y * stride + 4 * x, &v, 4);
+        }
+    cairo_surface_mark_dirty(img);
+    cairo_set_source_surface(cr, img, 100, 300);
+    cairo_paint(cr);
+    cairo_surface_destroy(img);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    cairo_set_font_size(cr, 10);
+    cairo_move_to(cr, 270, 320);
+    cairo_show_text(cr, "Figure 8: A caption set beside its picture.");
+}
+
+/* Five pages, each a paragraph of running text (10 pt) above something captioned.
  * Page 1: a listing set in 8 pt between the paragraph and "Figure 5:": a figure of text,
  * with no drawn ink. Page 2: the same listing, then a sentence that starts with "Figure 5
- * shows": no label, no figure. Page 3: the paragraph right above "Figure 6:": no figure. */
+ * shows": no label, no figure. Page 3: the paragraph right above "Figure 6:": no figure.
+ * Pages 4 and 5: draw_symbol_grid, draw_side_caption. */
 static void write_text_figure_pdf(const char *path) {
     cairo_t *cr = letter_pdf(path);
     const char *body = "The running text of the manual goes on here in its usual size and width.";
@@ -810,16 +852,23 @@ static void write_text_figure_pdf(const char *path) {
                                     : "Figure 6: A caption with running text above it.");
         cairo_show_page(cr);
     }
+    cairo_set_font_size(cr, 10);
+    for (int i = 0; i < 4; i++) { cairo_move_to(cr, 100, 100 + 14 * i); cairo_show_text(cr, body); }
+    draw_symbol_grid(cr);
+    cairo_show_page(cr);
+    draw_side_caption(cr);
     cairo_destroy(cr);   /* the last reference: the PDF is written */
 }
 
 /* A caption whose figure is text (a listing) gets the block above it; a sentence that
- * starts with "Figure N" and a caption under running text get none. */
+ * starts with "Figure N" and a caption under running text get none; a grid of symbols too
+ * small to be figures is one figure, all its rows (20 pt apart); a caption beside a bitmap
+ * takes it. */
 TEST(caption_over_text_figure) {
     char err[512];
     ingest_doc *d = NULL;
     open_fixture(test_failed_, "textfig", write_text_figure_pdf, &d);
-    for (int p = 1; p <= 3 && d; p++) {
+    for (int p = 1; p <= 5 && d; p++) {
         ingest_page *pg = NULL;
         CHECK(ingest_doc_page(d, p, &pg, err, sizeof err) == 0 && pg);
         if (pg && p == 1) {
@@ -834,6 +883,10 @@ TEST(caption_over_text_figure) {
                 int cc = pg->images[0].caption_chunk;
                 CHECK(cc >= 0 && cc < pg->n_chunks && !strncmp(pg->chunks[cc].text, "Figure 5:", 9));
             }
+        } else if (pg && p == 4) {   /* circles from 132 x 192, labels from 128 to ~418 x ~322 */
+            check_one_figure(test_failed_, pg, (ingest_box){128, 192, 418, 322}, 0.02, "Figure 7:");
+        } else if (pg && p == 5) {
+            check_one_figure(test_failed_, pg, (ingest_box){100, 300, 250, 400}, 0.01, "Figure 8:");
         } else if (pg) {
             CHECK_MSG(pg->n_images == 0, "page %d: %d images", p, (int)pg->n_images);
         }
