@@ -536,20 +536,21 @@ static int parted(const ing_pagectx *pc, ingest_box r, ingest_box c) {
     return 0;
 }
 
-/* A figure caption still alone takes the nearest captionless region above it within
- * CAPTION_FAR_PT, when no heading or caption parts them: a figure's notes, legend text or
- * code listing often sit between the drawing and its caption. */
-static void pair_far(ing_pagectx *pc, unsigned char *used) {
+/* Each figure caption still alone takes the nearest region by dist (a distance from -4 pt,
+ * or NO_PAIR when the region cannot be the caption's), within max; ties go to the later. */
+#define NO_PAIR (-1000.0f)
+typedef float (*pair_dist)(const ing_pagectx *pc, const ing_region *r, ingest_box cap);
+
+static void pair_nearest(ing_pagectx *pc, unsigned char *used, pair_dist dist, float max) {
     for (int f = 0; f < pc->n_frags && used; f++) {
         const ing_frag *cf = &pc->frags[f];
         if (cf->caption_kind != 1 || used[f]) continue;
         int best = -1;
-        float bd = CAPTION_FAR_PT;
+        float bd = max;
         for (int r = 0; r < pc->n_regions; r++) {
-            ingest_box b = pc->regions[r].b;
-            if (pc->regions[r].caption_frag >= 0 || pc->regions[r].rule || apart_x(cf->b, b)) continue;
-            float d = cf->b.y0 - b.y1;
-            if (d < -4 || d > bd || parted(pc, b, cf->b)) continue;
+            if (pc->regions[r].caption_frag >= 0 || pc->regions[r].rule) continue;
+            float d = dist(pc, &pc->regions[r], cf->b);
+            if (d <= NO_PAIR || d > bd) continue;
             best = r;
             bd = d;
         }
@@ -559,28 +560,21 @@ static void pair_far(ing_pagectx *pc, unsigned char *used) {
     }
 }
 
-/* A figure caption still alone set beside a picture (a side caption: its top within the
- * picture's height, at most CAPTION_GAP_PT to its left or right) takes it: a bitmap or a
- * graphic without a caption, the nearest. */
-static void pair_side(ing_pagectx *pc, unsigned char *used) {
-    for (int f = 0; f < pc->n_frags && used; f++) {
-        const ing_frag *cf = &pc->frags[f];
-        if (cf->caption_kind != 1 || used[f]) continue;
-        int best = -1;
-        float bd = CAPTION_GAP_PT;
-        for (int r = 0; r < pc->n_regions; r++) {
-            const ing_region *o = &pc->regions[r];
-            if (o->caption_frag >= 0 || o->rule || !(o->raster || o->graphic)) continue;
-            if (cf->b.y0 < o->b.y0 - 4 || cf->b.y0 > o->b.y1) continue;
-            float d = cf->b.x0 >= o->b.x1 - 4 ? cf->b.x0 - o->b.x1 : o->b.x0 - cf->b.x1;
-            if (d < -4 || d > bd) continue;
-            best = r;
-            bd = d;
-        }
-        if (best < 0) continue;
-        pc->regions[best].caption_frag = f;
-        used[f] = 1;
-    }
+/* Far captions (pair_nearest within CAPTION_FAR_PT): a region above the caption, when no
+ * heading or caption parts them: a figure's notes, legend text or code listing often sit
+ * between the drawing and its caption. */
+static float far_dist(const ing_pagectx *pc, const ing_region *r, ingest_box cap) {
+    float d = cap.y0 - r->b.y1;
+    return apart_x(cap, r->b) || d < -4 || parted(pc, r->b, cap) ? NO_PAIR : d;
+}
+
+/* Side captions (pair_nearest within CAPTION_GAP_PT): a bitmap or a graphic whose height
+ * holds the caption's top, the caption at its left or right. */
+static float side_dist(const ing_pagectx *pc, const ing_region *r, ingest_box cap) {
+    (void)pc;
+    if (!(r->raster || r->graphic) || cap.y0 < r->b.y0 - 4 || cap.y0 > r->b.y1) return NO_PAIR;
+    float d = cap.x0 >= r->b.x1 - 4 ? cap.x0 - r->b.x1 : r->b.x0 - cap.x1;
+    return d < -4 ? NO_PAIR : d;
 }
 
 /* 1 when rule o lines up with rule r (same left and right ends) */
@@ -976,8 +970,8 @@ void ingest_figures_pair_captions(ing_pagectx *pc, const unsigned char *px, int 
         r->is_table = pc->frags[c[i].frag].caption_kind == 2;
         used[c[i].frag] = 1;
     }
-    pair_far(pc, used);
-    pair_side(pc, used);
+    pair_nearest(pc, used, far_dist, CAPTION_FAR_PT);
+    pair_nearest(pc, used, side_dist, CAPTION_GAP_PT);
     pair_ruled(pc, used);
     pair_block(pc, used, px, pw, ph, stride, scale);
     free(used);
