@@ -619,9 +619,25 @@ static void pair_ruled(ing_pagectx *pc, unsigned char *used) {
 #define BLOCK_DRAWN_MIN 40.0f /* drawn ink (square points) that makes a block of text a figure */
 #define BLOCK_ROWS_PT 40.0f  /* the rows of a grid of drawings lie at most this far apart */
 
+/* The page render the lone-caption passes read: its pixels, size, points-to-pixels scale and
+ * one row of scratch for ink_row. */
+typedef struct {
+    const unsigned char *px;
+    int pw, ph, stride;
+    double scale;
+    unsigned char *row;
+} ink_page;
+
+/* 1 when fr is a line of running text by its face and length (body size, several words) */
+static int wordy(const ing_pagectx *pc, const ing_frag *fr) {
+    if (fr->kind != FRAG_TEXT || fabsf(fr->size - pc->body_size) > 0.6f) return 0;
+    int words = 1;
+    for (const char *q = fr->text; *q; q++) words += *q == ' ';
+    return words >= 6;
+}
+
 /* 1 when fr is a line of running text: body size, most of the column wide, several words.
  * A figure's own text (labels, a listing in a smaller face, a short demo line) is not. */
-static int wordy(const ing_pagectx *pc, const ing_frag *fr);
 static int body_line(const ing_pagectx *pc, const ing_frag *fr, float colw) {
     if (fr->kind == FRAG_HEADING || fr->kind == FRAG_CAPTION) return 1;
     return wordy(pc, fr) && fr->b.x1 - fr->b.x0 >= 0.6f * colw;
@@ -636,13 +652,14 @@ static int label_caption(const char *t) {
 }
 
 /* Ink pixels of b in the render that no character covers: a drawing, a frame or rules. */
-static long drawn_pixels(const ing_pagectx *pc, ingest_box b, const unsigned char *px, int pw,
-                         int ph, int stride, double scale, unsigned char *row) {
+static long drawn_pixels(const ing_pagectx *pc, ingest_box b, const ink_page *ip) {
     int r[4];
-    if (!pixel_rect(b, 0, scale, pw, ph, r)) return 0;
+    double scale = ip->scale;
+    unsigned char *row = ip->row;
+    if (!pixel_rect(b, 0, scale, ip->pw, ip->ph, r)) return 0;
     long n = 0;
     for (int y = r[1]; y < r[3]; y++) {
-        ink_row(row, px + (size_t)y * stride, pw);
+        ink_row(row, ip->px + (size_t)y * ip->stride, ip->pw);
         float yp = (float)((y + 0.5) / scale);
         for (int c = 0; c < pc->n_chars; c++) {   /* blank the characters on this row */
             ingest_box cb = pc->chars[c];
@@ -715,14 +732,6 @@ static int region_on_top(const ing_pagectx *pc, ingest_box b) {
     return -1;
 }
 
-/* 1 when fr is a line of running text by its face and length (body size, several words) */
-static int wordy(const ing_pagectx *pc, const ing_frag *fr) {
-    if (fr->kind != FRAG_TEXT || fabsf(fr->size - pc->body_size) > 0.6f) return 0;
-    int words = 1;
-    for (const char *q = fr->text; *q; q++) words += *q == ' ';
-    return words >= 6;
-}
-
 /* The edge of a text column wholly left (right) of x: where at least three lines of running
  * text end (start) within 12 pt of the outermost; -1 when there is none (one column). */
 static float column_edge(const ing_pagectx *pc, float x, int left) {
@@ -755,14 +764,15 @@ static void column_at(const ing_pagectx *pc, ingest_box c, float *x0, float *x1)
 }
 
 /* Rows y0..y1 (pixels) of the render between columns x0..x1 that hold ink, text included:
- * the ink box reached from the bottom row up, stopping at a blank band of gap pixels.
- * Returns 0 when no ink, or when the lowest ink misses columns c0..c1 (the caption's):
- * what sits right above a caption is its figure; ink beside it is something else. */
-static int ink_up(const unsigned char *px, int stride, int pw, int x0, int x1, int y0, int y1,
-                  int gap, int c0, int c1, unsigned char *row, int b[4]) {
-    int top = -1, bottom = -1, lx = x1, rx = x0 - 1, blank = 0;
+ * the ink box (*out, points) reached from the bottom row up, stopping at a blank band of
+ * BLOCK_GAP_PT. Returns 0 when no ink, or when the lowest ink misses columns c0..c1 (the
+ * caption's): what sits right above a caption is its figure; ink beside it is something else. */
+static int ink_up(const ink_page *ip, int x0, int x1, int y0, int y1, int c0, int c1,
+                  ingest_box *out) {
+    int top = -1, bottom = -1, lx = x1, rx = x0 - 1, blank = 0, gap = (int)(BLOCK_GAP_PT * ip->scale);
+    unsigned char *row = ip->row;
     for (int y = y1 - 1; y >= y0 && blank < gap; y--) {
-        ink_row(row, px + (size_t)y * stride, pw);
+        ink_row(row, ip->px + (size_t)y * ip->stride, ip->pw);
         int l = x0, r = x1 - 1;
         while (l < x1 && !row[l]) l++;
         if (l == x1) { blank += bottom >= 0; continue; }
@@ -775,23 +785,22 @@ static int ink_up(const unsigned char *px, int stride, int pw, int x0, int x1, i
         rx = r > rx ? r : rx;
     }
     if (bottom < 0) return 0;
-    b[0] = lx, b[1] = top, b[2] = rx + 1, b[3] = bottom + 1;
+    double s = ip->scale;
+    *out = (ingest_box){(float)(lx / s), (float)(top / s), (float)((rx + 1) / s), (float)((bottom + 1) / s)};
     return 1;
 }
 
 /* A grid of drawings (rows of symbols, each with its labels) is set apart more than
  * BLOCK_GAP_PT: the bands of ink above block u, up to BLOCK_ROWS_PT apart, join it while
  * each holds drawn ink and no running text (a listing or a sentence above stops it). */
-static ingest_box grid_rows(const ing_pagectx *pc, ingest_box u, const unsigned char *px, int pw,
-                            int ph, int stride, double scale, int y0, int x0, int x1,
-                            unsigned char *row) {
-    int b[4];
-    while (ink_up(px, stride, pw, x0, x1, y0, (int)floor(u.y0 * scale) - 1,
-                  (int)(BLOCK_GAP_PT * scale), (int)(u.x0 * scale), (int)ceil(u.x1 * scale), row, b)) {
-        ingest_box v = {(float)(b[0] / scale), (float)(b[1] / scale), (float)(b[2] / scale),
-                        (float)(b[3] / scale)};
+static ingest_box grid_rows(const ing_pagectx *pc, const ink_page *ip, ingest_box u, int y0,
+                            int x0, int x1) {
+    double scale = ip->scale;
+    ingest_box v;
+    while (ink_up(ip, x0, x1, y0, (int)floor(u.y0 * scale) - 1, (int)(u.x0 * scale),
+                  (int)ceil(u.x1 * scale), &v)) {
         if (u.y0 - v.y1 > BLOCK_ROWS_PT || holds_body(pc, v, x1 / (float)scale - x0 / (float)scale) ||
-            drawn_pixels(pc, v, px, pw, ph, stride, scale, row) < BLOCK_DRAWN_MIN * scale * scale)
+            drawn_pixels(pc, v, ip) < BLOCK_DRAWN_MIN * scale * scale)
             break;
         u = ing_box_union(u, v);
     }
@@ -805,8 +814,8 @@ static ingest_box grid_rows(const ing_pagectx *pc, ingest_box u, const unsigned 
  * included, reached from the caption upwards; it must start within CAPTION_GAP_PT of it. */
 static void pair_block(ing_pagectx *pc, unsigned char *used, const unsigned char *px, int pw,
                        int ph, int stride, double scale) {
-    unsigned char *row = px ? malloc((size_t)pw + 16) : NULL;
-    for (int f = 0; f < pc->n_frags && row && used; f++) {
+    ink_page ip = {px, pw, ph, stride, scale, px ? malloc((size_t)pw + 16) : NULL};
+    for (int f = 0; f < pc->n_frags && ip.row && used; f++) {
         const ing_frag *cf = &pc->frags[f];
         if (cf->caption_kind != 1 || used[f] || !label_caption(cf->text)) continue;
         float cx0, cx1, top = BLOCK_EDGE * (float)pc->h;
@@ -825,21 +834,17 @@ static void pair_block(ing_pagectx *pc, unsigned char *used, const unsigned char
         x0 = x0 < 0 ? 0 : x0;
         x1 = x1 > pw ? pw : x1;
         y1 = y1 > ph ? ph : y1;
-        int b[4];
+        ingest_box u;
         if (x1 <= x0 || y1 <= y0 ||
-            !ink_up(px, stride, pw, x0, x1, y0, y1, (int)(BLOCK_GAP_PT * scale),
-                    (int)(cf->b.x0 * scale), (int)ceil(cf->b.x1 * scale), row, b))
+            !ink_up(&ip, x0, x1, y0, y1, (int)(cf->b.x0 * scale), (int)ceil(cf->b.x1 * scale), &u))
             continue;
-        ingest_box u = {(float)(b[0] / scale), (float)(b[1] / scale), (float)(b[2] / scale),
-                        (float)(b[3] / scale)};
         if (cf->b.y0 - u.y1 > CAPTION_GAP_PT || u.y1 - u.y0 < BLOCK_MIN_H_PT ||
             u.x1 - u.x0 < MIN_FIG_PT || holds_body(pc, u, cx1 - cx0) || overlaps_region(pc, u))
             continue;
         /* text alone at body size is a passage (a list, a quote) more often than a figure */
-        if (drawn_pixels(pc, u, px, pw, ph, stride, scale, row) < BLOCK_DRAWN_MIN * scale * scale &&
-            !small_text(pc, u))
+        if (drawn_pixels(pc, u, &ip) < BLOCK_DRAWN_MIN * scale * scale && !small_text(pc, u))
             continue;
-        u = grid_rows(pc, u, px, pw, ph, stride, scale, (int)ceil(top * scale) + 1, x0, x1, row);
+        u = grid_rows(pc, &ip, u, y0, x0, x1);
         used[f] = 1;
         int k = region_on_top(pc, u);
         if (k >= 0) {   /* the rest of a figure found without its caption: join them */
@@ -852,7 +857,7 @@ static void pair_block(ing_pagectx *pc, unsigned char *used, const unsigned char
         }
         absorb_overlapping(pc, k);
     }
-    free(row);
+    free(ip.row);
 }
 
 /* A figure of several pieces (sub-figures in a row, symbols with gaps wider than
