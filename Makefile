@@ -116,7 +116,9 @@ train-figure-encoder:
 # and real figures of Debian TeX documentation (scripts/figenc-real-data.sh) with their
 # captions and the descriptions written by eye (vision/train/real_figures.json), and the
 # training split of R vignette figures boxed and described by eye (vision/train/r_figures.json,
-# fetched by scripts/eval_figures.py --fetch-r), upper six blocks trained
+# fetched by scripts/eval_figures.py --fetch-r) and the figures ingest finds in 59 more R
+# vignettes, described by eye (vision/train/r_more_figures.json, scripts/figenc-r-data.sh),
+# upper six blocks trained
 # (vision/train/finetune_figenc.py). See MODEL_CARD.md for which stage the committed file is.
 FIGENC_BASE ?= vision/data/figenc
 FIGENC_FT_S ?= 3000
@@ -125,8 +127,10 @@ FIGENC_FT_ARGS ?= --freeze 2 --n-base 2000 --n-doc 3000 --eval-every 50
 finetune-figure-encoder: $(BUILD)/mmrag
 	@real=$$(scripts/figenc-real-data.sh $(BUILD) $(BUILD)/figenc-real) && \
 	rdocs=$$(/usr/bin/python3 scripts/eval_figures.py --fetch-r $(BUILD)/figenc-r) && \
+	rmore=$$(scripts/figenc-r-data.sh $(BUILD) $$rdocs $(BUILD)/figenc-rmore) && \
 	/usr/bin/python3 vision/train/finetune_figenc.py --base $(FIGENC_BASE) --minilm $(MODELS)/minilm \
-	  --out $(BUILD)/figenc-ft --real $$real --described vision/train/real_figures.json \
+	  --out $(BUILD)/figenc-ft --real $$real,$$rmore \
+	  --described vision/train/real_figures.json,vision/train/r_more_figures.json \
 	  --boxed vision/train/r_figures.json --boxed-dir $$rdocs \
 	  --seconds $(FIGENC_FT_S) $(FIGENC_FT_ARGS) \
 	  --dev vision/train/dev_figures.json --dev-dir $(BUILD)/figenc-real/dev

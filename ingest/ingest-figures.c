@@ -951,6 +951,72 @@ static void join_panels(ing_pagectx *pc) {
     }
 }
 
+#define LABEL_GAP_X_PT 14.0f /* a figure's label lines lie this close beside it */
+#define LABEL_GAP_Y_PT 10.0f /* ... or above and below it (their near edge) */
+#define LABEL_SIDE_PT 20.0f  /* a rotated label (a y axis's ticks, its title) lies this close */
+#define LABEL_H_PT 12.0f     /* a label line is no thicker (tick labels, axis titles, legends) */
+
+/* Short text lines hugging a vector figure (tick labels, axis titles, legends) join its box.
+ * The near edge counts, not the whole line: tick labels of 8.5 pt set 2 pt under a plot's
+ * frame end 10.5 pt under it; R sets a y axis's tick labels and title rotated, 7 and 17 pt
+ * out. A box cut at the frame loses the scale. */
+static int hugs_label(ingest_box e, ingest_box b) {
+    int over = b.x0 >= e.x0 - LABEL_GAP_X_PT && b.x1 <= e.x1 + LABEL_GAP_X_PT;
+    int level = b.y0 >= e.y0 - LABEL_GAP_Y_PT && b.y1 <= e.y1 + LABEL_GAP_Y_PT;
+    if (over && level) return 1;
+    if (over && b.y1 - b.y0 <= LABEL_H_PT)   /* above or below */
+        return b.y0 <= e.y1 + LABEL_GAP_Y_PT && b.y1 >= e.y0 - LABEL_GAP_Y_PT;
+    if (level && b.x1 - b.x0 <= LABEL_H_PT)  /* beside, rotated */
+        return b.x0 <= e.x1 + LABEL_SIDE_PT && b.x1 >= e.x0 - LABEL_SIDE_PT;
+    return 0;
+}
+
+/* 1 when a region other than r lies nearer to b (the labels between two panels are each
+ * panel's own) */
+static int nearer_region(const ing_pagectx *pc, int r, ingest_box b) {
+    float d = ing_box_dist(pc->regions[r].b, b);
+    for (int o = 0; o < pc->n_regions; o++)
+        if (o != r && !pc->regions[o].rule && ing_box_dist(pc->regions[o].b, b) < d) return 1;
+    return 0;
+}
+
+/* 1 when fragment f is the last line of a block of text (code, a paragraph): another line
+ * starts right above it at the same left edge (a plot's title over its top tick labels does not) */
+static int line_above(const ing_pagectx *pc, int f) {
+    ingest_box b = pc->frags[f].b;
+    for (int g = 0; g < pc->n_frags; g++) {
+        ingest_box a = pc->frags[g].b;
+        if (g == f || pc->frags[g].kind != FRAG_TEXT || fabsf(a.x0 - b.x0) > 2) continue;
+        if (a.y1 <= b.y0 + 1 && b.y0 - a.y1 < 0.6f * (b.y1 - b.y0)) return 1;
+    }
+    return 0;
+}
+
+/* share of b's width under its characters: a row of tick labels is mostly gaps */
+static float ink_share(const ing_pagectx *pc, ingest_box b) {
+    float w = 0;
+    for (int i = 0; i < pc->n_chars; i++) {
+        ingest_box c = pc->chars[i];
+        if (holds(b, (c.x0 + c.x1) / 2, (c.y0 + c.y1) / 2)) w += c.x1 - c.x0;
+    }
+    return b.x1 > b.x0 ? w / (b.x1 - b.x0) : 1;
+}
+
+static void absorb_labels(ing_pagectx *pc) {
+    for (int r = 0; r < pc->n_regions; r++) {
+        ing_region *rg = &pc->regions[r];
+        if (rg->raster || rg->is_table) continue;
+        for (int f = 0; f < pc->n_frags; f++) {
+            ingest_box b = pc->frags[f].b;
+            int k = pc->frags[f].kind;   /* labels set larger than the body read as headings */
+            if ((k != FRAG_TEXT && k != FRAG_HEADING) || !hugs_label(rg->b, b) || nearer_region(pc, r, b)) continue;
+            if (b.x1 - b.x0 > 0.6f * (rg->b.x1 - rg->b.x0) && ink_share(pc, b) > 0.7f) continue;  /* a text line */
+            if (b.y1 <= rg->b.y0 + 1 && !apart_x(b, rg->b) && line_above(pc, f)) continue;   /* code over a plot */
+            rg->b = ing_box_union(rg->b, b);
+        }
+    }
+}
+
 /* Pair regions with caption lines (closest first), join panels, drop vector regions that
  * have no caption and are no graphic by themselves, absorb figure labels, and mark the
  * fragments inside each region. */
@@ -989,20 +1055,7 @@ void ingest_figures_pair_captions(ing_pagectx *pc, const unsigned char *px, int 
         if (pc->regions[r].raster || pc->regions[r].caption_frag >= 0 || pc->regions[r].graphic)
             pc->regions[k++] = pc->regions[r];
     pc->n_regions = k;
-    /* absorb short label lines hugging a vector figure (tick labels, legends) */
-    for (int pass = 0; pass < 2; pass++)
-        for (int r = 0; r < pc->n_regions; r++) {
-            ing_region *rg = &pc->regions[r];
-            if (rg->raster || rg->is_table) continue;
-            ingest_box e = {rg->b.x0 - 14, rg->b.y0 - 10, rg->b.x1 + 14, rg->b.y1 + 10};
-            for (int f = 0; f < pc->n_frags; f++) {
-                ing_frag *fr = &pc->frags[f];
-                if (fr->kind != FRAG_TEXT) continue;
-                if (fr->b.x1 - fr->b.x0 > 0.6f * (rg->b.x1 - rg->b.x0)) continue;
-                if (fr->b.x0 < e.x0 || fr->b.x1 > e.x1 || fr->b.y0 < e.y0 || fr->b.y1 > e.y1) continue;
-                rg->b = ing_box_union(rg->b, fr->b);
-            }
-        }
+    for (int pass = 0; pass < 2; pass++) absorb_labels(pc);
     for (int r = 0; r < pc->n_regions; r++) {
         ingest_box b = pc->regions[r].b;
         for (int f = 0; f < pc->n_frags; f++) {

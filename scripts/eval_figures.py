@@ -7,7 +7,8 @@ an appearance description that avoids caption words, the box). These two package
 reserved for evaluation: nothing was trained or tuned on them.
 
   /usr/bin/python3 scripts/eval_figures.py BUILD MODELS [--dev | --dev-r] [--quick]   (fetches the .debs with apt)
-  /usr/bin/python3 scripts/eval_figures.py --fetch-r DIR   (only fetch the R vignettes into DIR)
+  /usr/bin/python3 scripts/eval_figures.py --fetch-r DIR   (only fetch the R vignettes into DIR:
+      those of r_figures.json and of r_more_figures.json, for training)
 
 --dev measures the dev set instead (vision/train/dev_figures.json: texlive documents, tuned
 on, never trained on; scripts/figenc-real-data.sh fetches them). --dev-r measures the dev
@@ -42,6 +43,7 @@ from harvest_real import iou  # noqa: E402
 
 DEV_LABELS = os.path.join(ROOT, "vision", "train", "dev_figures.json")
 R_LABELS = os.path.join(ROOT, "vision", "train", "r_figures.json")
+R_MORE = os.path.join(ROOT, "vision", "train", "r_more_figures.json")  # training only
 
 
 def fetch(pdfs, cache):
@@ -120,9 +122,9 @@ def absent_from(figs, i):
 
 
 def main():
-    if sys.argv[1:2] == ["--fetch-r"]:  # the R vignettes of every split, for training
+    if sys.argv[1:2] == ["--fetch-r"]:  # the R vignettes of every split and more, for training
         out = sys.argv[2]
-        fetch(json.load(open(R_LABELS))["pdfs"], out)
+        fetch({**json.load(open(R_LABELS))["pdfs"], **json.load(open(R_MORE))["pdfs"]}, out)
         print(out)
         return
     build, models = sys.argv[1], sys.argv[2]

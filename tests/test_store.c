@@ -365,8 +365,10 @@ TEST(killed_writer_leaves_whole_documents) {
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     CHECK(count_sql(d, "SELECT count(*) FROM documents") == 0);
     CHECK(count_sql(d, "SELECT count(*) FROM chunks") == 0);
-    /* 2: SIGKILL at a random moment while the child commits documents in a loop */
+    /* 2: SIGKILL at a random moment while the child commits documents in a loop, once it has
+     * committed one (on a loaded machine a fixed delay can pass before the child starts) */
     for (int round = 0; round < 3; round++) {
+        int64_t before = count_sql(d, "SELECT count(*) FROM documents");
         pid = fork();
         CHECK(pid >= 0);
         if (pid == 0) {
@@ -374,6 +376,9 @@ TEST(killed_writer_leaves_whole_documents) {
             if (store_open(d, NULL, &c, g_err, sizeof g_err)) _exit(3);
             for (unsigned i = 0;; i++) add_doc(c, 1000 * (unsigned)(round + 1) + i, "", 5, 40, "kill", NULL, NULL);
         }
+        struct timespec poll = {0, 5 * 1000000L};
+        for (int t = 0; t < 4000 && count_sql(d, "SELECT count(*) FROM documents") <= before; t++)
+            nanosleep(&poll, NULL);   /* at most 20 s */
         struct timespec ts = {0, (long)(40 + 37 * round) * 1000000L};
         nanosleep(&ts, NULL);
         kill(pid, SIGKILL);

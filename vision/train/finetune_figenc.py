@@ -64,11 +64,11 @@ def load_crop(path, min_side=0):
 SNAP_SIDE = 400
 
 
-def described(path):
-    """Figures described by eye (real_figures.json): (doc, page) -> [(box, type, [descriptions])];
-    type "skip" marks a crop that is not a figure."""
+def described(paths):
+    """Figures described by eye (real_figures.json, r_more_figures.json; a comma-separated list):
+    (doc, page) -> [(box, type, [descriptions])]; type "skip" marks a crop that is not a figure."""
     out = {}
-    for f in json.load(open(path))["figures"]:
+    for f in (f for p in paths.split(",") if p for f in json.load(open(p))["figures"]):
         out.setdefault((f["doc"], int(f["page"])), []).append((f["box"], f["type"], [f["short"], f["long"]]))
     return out
 
@@ -251,9 +251,9 @@ def main():
     ap.add_argument("--n-base", type=int, default=3000)
     ap.add_argument("--n-doc", type=int, default=3000)
     ap.add_argument("--n-held", type=int, default=300)
-    ap.add_argument("--real", default="")
+    ap.add_argument("--real", default="", help="harvested figures (harvest_real.py OUT): comma-separated dirs")
     ap.add_argument("--n-real", type=int, default=2000)
-    ap.add_argument("--described", default="", help="real_figures.json: real figures described by eye")
+    ap.add_argument("--described", default="", help="real_figures.json,...: real figures described by eye")
     ap.add_argument("--real-frac", type=float, default=0.5, help="share of batches built around real figures")
     ap.add_argument("--eval-every", type=int, default=0, help="dev check every N steps; the best is kept")
     ap.add_argument("--boxed", default="", help="r_figures.json: figures boxed by eye on their pages")
@@ -285,8 +285,8 @@ def main():
     with mp.get_context("fork").Pool(a.workers) as pool:
         train = [r for r in pool.imap(render_one, jobs, chunksize=16) if r]
         held = [r for r in pool.imap(render_one, held_jobs, chunksize=16) if r]
-    if a.real and not a.eval_only:
-        train += real_items(a.real, a.n_real, a.described)
+    for d in a.real.split(",") if a.real and not a.eval_only else []:
+        train += real_items(d, a.n_real, a.described)
     if a.boxed and not a.eval_only:
         train += boxed_items(a.boxed, a.boxed_dir, "train")
     dev = dev_items(a.dev, a.dev_dir) if a.dev else []
