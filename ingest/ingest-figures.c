@@ -1002,6 +1002,8 @@ static float ink_share(const ing_pagectx *pc, ingest_box b) {
     return b.x1 > b.x0 ? w / (b.x1 - b.x0) : 1;
 }
 
+/* One pass of label absorption over every vector figure (two passes reach an axis title
+ * beyond its tick labels). */
 static void absorb_labels(ing_pagectx *pc) {
     for (int r = 0; r < pc->n_regions; r++) {
         ing_region *rg = &pc->regions[r];
@@ -1009,9 +1011,12 @@ static void absorb_labels(ing_pagectx *pc) {
         for (int f = 0; f < pc->n_frags; f++) {
             ingest_box b = pc->frags[f].b;
             int k = pc->frags[f].kind;   /* labels set larger than the body read as headings */
-            if ((k != FRAG_TEXT && k != FRAG_HEADING) || !hugs_label(rg->b, b) || nearer_region(pc, r, b)) continue;
-            if (b.x1 - b.x0 > 0.6f * (rg->b.x1 - rg->b.x0) && ink_share(pc, b) > 0.7f) continue;  /* a text line */
-            if (b.y1 <= rg->b.y0 + 1 && !apart_x(b, rg->b) && line_above(pc, f)) continue;   /* code over a plot */
+            if (k != FRAG_TEXT && k != FRAG_HEADING) continue;
+            if (!hugs_label(rg->b, b) || nearer_region(pc, r, b)) continue;
+            if (b.x1 - b.x0 > 0.6f * (rg->b.x1 - rg->b.x0) && ink_share(pc, b) > 0.7f)
+                continue;   /* a line of text, not a sparse row of tick labels */
+            if (b.y1 <= rg->b.y0 + 1 && !apart_x(b, rg->b) && line_above(pc, f))
+                continue;   /* the last line of code over a plot */
             rg->b = ing_box_union(rg->b, b);
         }
     }

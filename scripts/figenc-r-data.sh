@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# More real figures for the figure encoder's fine-tuning: the vignettes of 40 more Debian
+# More real figures for the figure encoder's fine-tuning: the 59 vignettes of 28 more Debian
 # r-cran-* packages (vision/train/r_more_figures.json: pinned, none of r_figures.json's),
 # indexed by mmrag's own ingest (--no-embed) and every image it finds cropped
 # (harvest_real.py); finetune_figenc.py trains those described by eye in r_more_figures.json.
