@@ -86,11 +86,11 @@ def description_of(seen, doc, page, box):
     return hit
 
 
-def real_items(d, limit, desc_path=""):
+def real_items(d, limit, seen):
     """Harvested figures: (gh, gw, pixels, descriptions, type, "real"). The descriptions are
-    the caption ("Figure N:" cut) and, for a figure described by eye, its two descriptions
-    and its type's prompt; a figure with neither is left out, as is one marked skip."""
-    seen = described(desc_path) if desc_path else {}
+    the caption ("Figure N:" cut) and, for a figure described by eye (seen: described()), its
+    two descriptions and its type's prompt; a figure with neither is left out, as is one
+    marked skip."""
     out = []
     for line in open(os.path.join(d, "index.jsonl")):
         r = json.loads(line)
@@ -285,8 +285,9 @@ def main():
     with mp.get_context("fork").Pool(a.workers) as pool:
         train = [r for r in pool.imap(render_one, jobs, chunksize=16) if r]
         held = [r for r in pool.imap(render_one, held_jobs, chunksize=16) if r]
+    seen = described(a.described) if a.described else {}   # read once for every --real dir
     for d in a.real.split(",") if a.real and not a.eval_only else []:
-        train += real_items(d, a.n_real, a.described)
+        train += real_items(d, a.n_real, seen)
     if a.boxed and not a.eval_only:
         train += boxed_items(a.boxed, a.boxed_dir, "train")
     dev = dev_items(a.dev, a.dev_dir) if a.dev else []
