@@ -480,8 +480,72 @@ int ingest_figures_probe(ing_pagectx *pc) {
     return big;
 }
 
+/* share of the render's pixels inside b that are ink (text too); row: pw bytes of scratch */
+static float render_ink(ingest_box b, const unsigned char *px, int pw, int ph, int stride,
+                        double scale, unsigned char *row) {
+    int r[4];
+    if (!pixel_rect(b, 0, scale, pw, ph, r)) return 0;
+    size_t n = 0;
+    for (int y = r[1]; y < r[3]; y++) {
+        ink_row(row, px + (size_t)y * stride, pw);
+        for (int x = r[0]; x < r[2]; x++) n += row[x];
+    }
+    return (float)((double)n / ((double)(r[2] - r[0]) * (r[3] - r[1])));
+}
+
+#define TURN_BLANK 0.1f /* a bitmap's mapped box with less ink than this may be misplaced, */
+#define TURN_TEXT 0.2f  /* or with this share of it under text (it lies on running text), */
+#define TURN_FULL 0.5f  /* when a turned box at its corner is this full and holds no text */
+
+/* The fullest of the four quarter-turned boxes at region i's corner (inside the page, no
+ * text, not another region's) with at least TURN_FULL ink: 1 and *out, else 0. *twin: one of
+ * them is another bitmap's box (the bitmap is mapped twice, an image and its mask). */
+static int turned_box(const ing_pagectx *pc, int i, const unsigned char *px, int pw, int ph, int stride,
+                      double scale, unsigned char *row, ingest_box *out, int *twin) {
+    ingest_box b = pc->regions[i].b;
+    float w = b.x1 - b.x0, h = b.y1 - b.y0, best = TURN_FULL;
+    int found = 0;
+    *twin = 0;
+    for (int k = 0; k < 4; k++) {
+        float x0 = k & 1 ? b.x0 - h : b.x0, y0 = k & 2 ? b.y0 - w : b.y0;
+        ingest_box c = {x0, y0, x0 + h, y0 + w};
+        if (c.x0 < 0 || c.y0 < 0 || c.x1 > pc->w || c.y1 > pc->h || text_share(pc, c) > 0.05f) continue;
+        int taken = 0;
+        for (int j = 0; j < pc->n_regions; j++) {
+            float o = j != i ? overlap_area(pc->regions[j].b, c) : 0;
+            taken |= o > 0.5f * w * h;
+            *twin |= pc->regions[j].raster && o > 0.9f * w * h && o > 0.9f * area(pc->regions[j].b);
+        }
+        float ink = taken ? 0 : render_ink(c, px, pw, ph, stride, scale, row);
+        if (ink >= best) best = ink, *out = c, found = 1;
+    }
+    return found;
+}
+
+/* Poppler maps a bitmap drawn with a quarter turn in its matrix to the wrong box: it reads
+ * only the matrix's diagonal, so the box keeps the unturned size and is off by a side (the
+ * Asymptote manual's images sit one height under their box, over code). Such a box shows
+ * paper or text; one of the four turned boxes at its corner shows the bitmap, solid ink. */
+static void fix_turned_rasters(ing_pagectx *pc, const unsigned char *px, int pw, int ph, int stride,
+                               double scale) {
+    unsigned char *row = malloc((size_t)pw);
+    if (!row) return;
+    for (int i = 0; i < pc->n_regions; i++) {
+        ingest_box b = pc->regions[i].b, turned;
+        if (!pc->regions[i].raster) continue;
+        if (text_share(pc, b) < TURN_TEXT && render_ink(b, px, pw, ph, stride, scale, row) >= TURN_BLANK) continue;
+        int twin;
+        if (turned_box(pc, i, px, pw, ph, stride, scale, row, &turned, &twin))
+            pc->regions[i].b = turned;
+        else if (twin) /* its twin was moved already */
+            pc->regions[i--] = pc->regions[--pc->n_regions];
+    }
+    free(row);
+}
+
 int ingest_figures_detect(ing_pagectx *pc, const unsigned char *px, int pw, int ph, int stride,
                           double scale) {
+    fix_turned_rasters(pc, px, pw, ph, stride, scale);
     unsigned char *pix = ingest_scratch(pc->scratch, (size_t)pw * ph); /* per-pixel ink */
     ingest_box *boxes = NULL;
     int n = pix ? ink_regions(pc, pix, px, pw, ph, stride, scale, &boxes) : -1;
@@ -902,13 +966,28 @@ static int aligned(ingest_box a, ingest_box b, int vertical) {
 /* 1 when a region is a figure by itself (a bitmap, a graphic, or captioned) */
 static int figure_like(const ing_region *r) { return r->raster || r->graphic || r->caption_frag >= 0; }
 
+/* 1 when a and b, side by side, both figure-sized, share the caption one of them holds: it is
+ * centred under (or over) the pair, not under its own region. Screenshots "(a)" and "(b)"
+ * over one "Figure 1.3" are one figure; a row of icons or pictures with their own captions
+ * is not. */
+static int shared_caption(const ing_pagectx *pc, const ing_region *a, const ing_region *b) {
+    const ing_region *c = a->caption_frag >= 0 ? a : b;
+    if (c->caption_frag < 0 || !aligned(a->b, b->b, 0)) return 0;
+    if (ing_minf(a->b.x1 - a->b.x0, b->b.x1 - b->b.x0) < GRAPHIC_W_PT ||
+        ing_minf(a->b.y1 - a->b.y0, b->b.y1 - b->b.y0) < GRAPHIC_H_PT)
+        return 0;
+    ingest_box f = pc->frags[c->caption_frag].b, u = ing_box_union(a->b, b->b);
+    float mid = (f.x0 + f.x1) / 2;
+    return fabsf(mid - (u.x0 + u.x1) / 2) < fabsf(mid - (c->b.x0 + c->b.x1) / 2);
+}
+
 /* 1 when a and b may be panels of one figure: two drawn figures, or a small piece (a colour
  * key, a legend box) beside a figure at least PIECE_RATIO times its size. A bitmap is whole
- * by itself: it takes pieces only (a column of icons stays apart). A frame around code next
- * to a drawing is neither. */
-static int panel_pair(const ing_region *a, const ing_region *b) {
+ * by itself: it takes pieces only (a column of icons stays apart), or a bitmap beside it under
+ * their shared caption. A frame around code next to a drawing is neither. */
+static int panel_pair(const ing_pagectx *pc, const ing_region *a, const ing_region *b) {
     int fa = figure_like(a), fb = figure_like(b);
-    if (fa && fb) return !a->raster && !b->raster;
+    if (fa && fb) return (!a->raster && !b->raster) || shared_caption(pc, a, b);
     if (fa) return area(a->b) >= PIECE_RATIO * area(b->b);
     if (fb) return area(b->b) >= PIECE_RATIO * area(a->b);
     return 0;
@@ -938,7 +1017,7 @@ static void join_panels(ing_pagectx *pc) {
             for (int q = r + 1; q < pc->n_regions && !changed; q++) {
                 ing_region *a = &pc->regions[r], *b = &pc->regions[q];
                 if (a->rule || b->rule || a->is_table || b->is_table) continue;
-                if ((a->caption_frag >= 0 && b->caption_frag >= 0) || !panel_pair(a, b)) continue;
+                if ((a->caption_frag >= 0 && b->caption_frag >= 0) || !panel_pair(pc, a, b)) continue;
                 if (!aligned(a->b, b->b, 0) && !aligned(a->b, b->b, 1)) continue;
                 if (text_between(pc, a->b, b->b)) continue;
                 a->b = ing_box_union(a->b, b->b);

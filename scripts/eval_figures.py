@@ -6,7 +6,8 @@ reportlab-userguide.pdf (python-reportlab-doc), labelled by a person from the pi
 an appearance description that avoids caption words, the box). These two packages are
 reserved for evaluation: nothing was trained or tuned on them.
 
-  /usr/bin/python3 scripts/eval_figures.py BUILD MODELS [--dev | --dev-r] [--quick]   (fetches the .debs with apt)
+  /usr/bin/python3 scripts/eval_figures.py BUILD MODELS [--dev | --dev-r | --dev-manuals] [--quick]
+      (fetches the .debs with apt)
   /usr/bin/python3 scripts/eval_figures.py --fetch-r DIR   (only fetch the R vignettes into DIR:
       those of r_figures.json and of r_more_figures.json, for training)
 
@@ -14,7 +15,9 @@ reserved for evaluation: nothing was trained or tuned on them.
 on, never trained on; scripts/figenc-real-data.sh fetches them). --dev-r measures the dev
 split of vision/train/r_figures.json (R vignettes of the survival and vcd packages, boxed by
 eye on the page, captioned or not; the detector was tuned on it, the encoder never trained on
-it; the .debs are fetched with apt). --quick skips the run without the figure encoder.
+it; the .debs are fetched with apt). --dev-manuals measures vision/train/manual_figures.json
+(the Asymptote manual and four Graphviz guides, boxed by eye; the detector was tuned on it,
+the encoder never trained on it). --quick skips the run without the figure encoder.
 
 Prints, with the figure encoder and without it (MMRAG_FIGENC=none):
   - detection: labelled figures whose box mmrag's ingest found (an image with IoU >= 0.5);
@@ -44,6 +47,8 @@ from harvest_real import iou  # noqa: E402
 DEV_LABELS = os.path.join(ROOT, "vision", "train", "dev_figures.json")
 R_LABELS = os.path.join(ROOT, "vision", "train", "r_figures.json")
 R_MORE = os.path.join(ROOT, "vision", "train", "r_more_figures.json")  # training only
+BOXED = {"r": (R_LABELS, "eval-figures-r"),   # dev sets boxed by eye on their pages
+         "manuals": (os.path.join(ROOT, "vision", "train", "manual_figures.json"), "eval-figures-manuals")}
 
 
 def fetch(pdfs, cache):
@@ -64,7 +69,11 @@ def fetch(pdfs, cache):
                         sys.exit(f"eval-figures: apt-get download {pin} failed: {r.stderr.strip()[-300:]}")
                     deb = [f for f in os.listdir(work) if f.endswith(".deb")][0]
                     subprocess.run(["dpkg-deb", "-x", deb, "x"], cwd=work, check=True)
-                os.replace(os.path.join(unpacked[pin], "x", p["path"]), dst)
+                src = os.path.join(unpacked[pin], "x", p["path"])
+                if src.endswith(".gz"):   # graphviz-doc ships its guides gzipped
+                    subprocess.run(["gunzip", "-f", src], check=True)
+                    src = src[:-3]
+                os.replace(src, dst)
                 if hashlib.sha256(open(dst, "rb").read()).hexdigest() != p["sha256"]:
                     sys.exit(f"eval-figures: {name}: sha256 mismatch")
             out[name] = dst
@@ -79,14 +88,16 @@ def run(cmd, env=None):
 
 
 def load_set(dev):
-    """(figures, {pdf name: path}, db dir) of the reserved set, or of a dev set (--dev, --dev-r)."""
+    """(figures, {pdf name: path}, db dir) of the reserved set, or of a dev set (--dev, --dev-r,
+    --dev-manuals)."""
     cache = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "mmrag")
-    if dev == "r":
-        labels = json.load(open(R_LABELS))
+    if dev in BOXED:
+        path, sub = BOXED[dev]
+        labels = json.load(open(path))
         figs = [dict(f, description=f["long"]) for f in labels["figures"] if f["split"] == "dev"]
         docs = {f["doc"] for f in figs}
-        pdfs = fetch({k: v for k, v in labels["pdfs"].items() if k in docs}, os.path.join(cache, "eval-figures-r"))
-        return figs, pdfs, os.path.join(cache, "eval-figures-r", "db")
+        pdfs = fetch({k: v for k, v in labels["pdfs"].items() if k in docs}, os.path.join(cache, sub))
+        return figs, pdfs, os.path.join(cache, sub, "db")
     if not dev:
         labels = json.load(open(os.path.join(ROOT, "tests/data/figures_real.json")))
         pdfs = fetch(labels["pdfs"], os.path.join(cache, "eval-figures"))
@@ -128,7 +139,8 @@ def main():
         print(out)
         return
     build, models = sys.argv[1], sys.argv[2]
-    dev = "r" if "--dev-r" in sys.argv[3:] else "--dev" in sys.argv[3:]
+    opts = sys.argv[3:]
+    dev = "r" if "--dev-r" in opts else "manuals" if "--dev-manuals" in opts else "--dev" in opts
     mm = os.path.join(build, "mmrag")
     figs, pdfs, db = load_set(dev)
     env = dict(os.environ, MMRAG_MODELS=models)

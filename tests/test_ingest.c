@@ -825,21 +825,31 @@ static void draw_symbol_grid(cairo_t *cr) {
     cairo_show_text(cr, "Figure 7: A grid of symbols.");
 }
 
+/* A w x h bitmap (1 pixel per point), a colour gradient, painted with its top-left corner
+ * at (x, y) after turning the page a quarter when `turn` (it then covers h x w). */
+static void paint_bitmap(cairo_t *cr, int w, int h, double x, double y, int turn) {
+    cairo_surface_t *img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, w, h);
+    unsigned char *px = cairo_image_surface_get_data(img);
+    int stride = cairo_image_surface_get_stride(img);
+    for (int r = 0; r < h; r++)
+        for (int c = 0; c < w; c++) {
+            uint32_t v = (uint32_t)((c * 255 / w) << 16 | (r * 255 / h) << 8 | 0x40);
+            memcpy(px + r * stride + 4 * c, &v, 4);
+        }
+    cairo_surface_mark_dirty(img);
+    cairo_save(cr);
+    cairo_translate(cr, turn ? x + h : x, y);
+    if (turn) cairo_rotate(cr, M_PI / 2);
+    cairo_set_source_surface(cr, img, 0, 0);
+    cairo_paint(cr);
+    cairo_restore(cr);
+    cairo_surface_destroy(img);
+}
+
 /* Page 5 of write_text_figure_pdf: a bitmap (150 x 100 pt at 100, 300) with its caption
  * set beside it, to its right. */
 static void draw_side_caption(cairo_t *cr) {
-    cairo_surface_t *img = cairo_image_surface_create(CAIRO_FORMAT_RGB24, 150, 100);
-    unsigned char *px = cairo_image_surface_get_data(img);
-    int stride = cairo_image_surface_get_stride(img);
-    for (int y = 0; y < 100; y++)
-        for (int x = 0; x < 150; x++) {
-            uint32_t v = (uint32_t)((x * 255 / 150) << 16 | (y * 255 / 100) << 8 | 0x40);
-            memcpy(px + y * stride + 4 * x, &v, 4);
-        }
-    cairo_surface_mark_dirty(img);
-    cairo_set_source_surface(cr, img, 100, 300);
-    cairo_paint(cr);
-    cairo_surface_destroy(img);
+    paint_bitmap(cr, 150, 100, 100, 300, 0);
     cairo_set_source_rgb(cr, 0, 0, 0);
     cairo_set_font_size(cr, 10);
     cairo_move_to(cr, 270, 320);
@@ -910,6 +920,68 @@ TEST(caption_over_text_figure) {
         }
         ingest_page_free(pg);
     }
+    ingest_doc_free(d);
+}
+
+/* Page 1: two bitmaps side by side (150 x 100 pt at 100 and 270, 300), "(a)" and "(b)"
+ * under them, one caption centred under the pair; lower, two bitmaps each captioned
+ * under itself. Page 2: a 150 x 100 bitmap turned a quarter, covering 200..300 x 300..450,
+ * over code lines under it. */
+static void write_bitmap_pairs_pdf(const char *path) {
+    cairo_t *cr = letter_pdf(path);
+    cairo_set_font_size(cr, 10);
+    for (int k = 0; k < 2; k++) {
+        paint_bitmap(cr, 150, 100, 100 + 170 * k, 300, 0);
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        cairo_move_to(cr, 168 + 170 * k, 415);
+        cairo_show_text(cr, k ? "(b)" : "(a)");
+        paint_bitmap(cr, 150, 100, 100 + 170 * k, 520, 0);
+        cairo_set_source_rgb(cr, 0, 0, 0);
+        cairo_move_to(cr, 110 + 170 * k, 640);
+        cairo_show_text(cr, k ? "Figure 11: The second view." : "Figure 10: The first view.");
+    }
+    cairo_move_to(cr, 190, 440);
+    cairo_show_text(cr, "Figure 9: The page before and after.");
+    cairo_show_page(cr);
+    paint_bitmap(cr, 150, 100, 200, 300, 1);
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    cairo_set_font_size(cr, 9);
+    for (int i = 0; i < 12; i++) {
+        cairo_move_to(cr, 200, 470 + 12 * i);
+        cairo_show_text(cr, "image(f, palette, (0, 0), (1, 1));  // a colour map");
+    }
+    cairo_destroy(cr);   /* the last reference: the PDF is written */
+}
+
+/* Bitmaps side by side under one caption centred under the pair are one figure (two
+ * screenshots "(a)" and "(b)"); bitmaps captioned each under itself stay two. A bitmap
+ * turned a quarter is boxed where it is drawn: poppler's image map puts it a width lower,
+ * over the code under it. */
+TEST(bitmap_pairs_and_turned_bitmap) {
+    char err[512];
+    ingest_doc *d = NULL;
+    open_fixture(test_failed_, "bitmaps", write_bitmap_pairs_pdf, &d);
+    ingest_page *pg = NULL;
+    CHECK(d && ingest_doc_page(d, 2, &pg, err, sizeof err) == 0 && pg);
+    if (pg) check_one_figure(test_failed_, pg, (ingest_box){200, 300, 300, 450}, 0.005, NULL);
+    ingest_page_free(pg);
+    pg = NULL;
+    CHECK(d && ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
+    for (int i = 0; pg && i < pg->n_images; i++) {
+        ingest_box b = pg->images[i].box;
+        printf("  page 1: box %.0f %.0f %.0f %.0f pt\n", b.x0 * 612, b.y0 * 792, b.x1 * 612, b.y1 * 792);
+    }
+    CHECK_MSG(pg && pg->n_images == 3, "%d images", pg ? (int)pg->n_images : -1);
+    int pair = 0, single = 0;
+    for (int i = 0; pg && i < pg->n_images; i++) {
+        ingest_box b = pg->images[i].box;
+        if (fabsf(b.y0 - 300.0f / 792) < 0.01f && fabsf(b.x0 - 100.0f / 612) < 0.01f &&
+            fabsf(b.x1 - 420.0f / 612) < 0.01f)
+            pair++;
+        single += fabsf(b.y0 - 520.0f / 792) < 0.01f && b.x1 - b.x0 < 160.0f / 612;
+    }
+    CHECK_MSG(pair == 1 && single == 2, "pair %d, single %d", pair, single);
+    ingest_page_free(pg);
     ingest_doc_free(d);
 }
 
