@@ -50,6 +50,8 @@
 #define RULE_MIN_PT 72.0f  /* a horizontal rule at least this wide may bound a ruled figure */
 #define RULED_MAX_PT 500.0f /* the rules of one ruled figure lie within this height */
 #define GRAPHIC_W_PT 72.0f  /* a captionless graphic is at least this wide */
+#define FRAME_W_PT 200.0f   /* an empty outline this wide is a listing's frame (a column's) */
+#define FRAME_H_PT 12.0f    /* ... and this high (a line of text) */
 #define GRAPHIC_H_PT 48.0f  /* and this high */
 #define GRAPHIC_INSET_PT 4.0f
 #define LINE_PT 8.0f           /* a straight run this long is a rule, a bar or a border */
@@ -116,7 +118,7 @@ int ingest_figures_raster(ing_pagectx *pc, int ocr_page) {
             if (fabsf(pc->regions[i].b.x0 - b.x0) < 1 && fabsf(pc->regions[i].b.y0 - b.y0) < 1 &&
                 fabsf(pc->regions[i].b.x1 - b.x1) < 1 && fabsf(pc->regions[i].b.y1 - b.y1) < 1)
                 dup = 1;
-        if (!dup) rc = add_region(pc, (ing_region){b, 0, 1, -1, -1, 0, 0});
+        if (!dup) rc = add_region(pc, (ing_region){b, 0, 1, -1, -1, 0, 0, 0});
     }
     return rc;
 }
@@ -379,6 +381,14 @@ static float drawn_ink(ingest_box b, const unsigned char *pix, int pw, int ph, d
     return ink ? (float)((double)drawn / ink) : 0;
 }
 
+/* 1 when b is a wide outline, a line high at least, with no ink inside once the text is
+ * blanked: the frame of a listing or a note, never part of a drawing next to it (a rule is
+ * no frame) */
+static int text_frame(ingest_box b, const unsigned char *pix, int pw, int ph, double scale) {
+    return b.x1 - b.x0 >= FRAME_W_PT && b.y1 - b.y0 >= FRAME_H_PT &&
+           inner_ink(b, pix, pw, ph, scale) <= GRAPHIC_INK_MIN;
+}
+
 /* A captionless vector region is a picture by itself (a plot, a map, a diagram) when it is
  * big, holds ink inside its outline (a frame around code or a note holds none once the
  * text is blanked) and is mostly not text (a ruled table is). */
@@ -408,17 +418,24 @@ static int ink_regions(const ing_pagectx *pc, unsigned char *pix, const unsigned
     int n = ink_components(ink, gw, gh, cpx / scale, &boxes);
     free(ink);
     if (n < 0) return -1;
-    /* merge neighbours until nothing changes */
+    unsigned char *frame = calloc((size_t)n + 1, 1);
+    if (!frame) { free(boxes); return -1; }
+    for (int i = 0; i < n; i++) frame[i] = text_frame(boxes[i], pix, pw, ph, scale);
+    /* merge neighbours until nothing changes; a listing's frame right over a drawing stays
+     * apart from it (nested in it, or beside another frame, it joins) */
     for (int changed = 1; changed;) {
         changed = 0;
         for (int i = 0; i < n; i++)
             for (int j = i + 1; j < n; j++)
-                if (ing_box_dist(boxes[i], boxes[j]) <= MERGE_GAP_PT) {
+                if (ing_box_dist(boxes[i], boxes[j]) <= MERGE_GAP_PT &&
+                    (frame[i] == frame[j] || overlap_area(boxes[i], boxes[j]) > 0)) {
                     boxes[i] = ing_box_union(boxes[i], boxes[j]);
+                    frame[j] = frame[n - 1];
                     boxes[j--] = boxes[--n];
                     changed = 1;
                 }
     }
+    free(frame);
     *out = boxes;
     return n;
 }
@@ -562,8 +579,9 @@ int ingest_figures_detect(ing_pagectx *pc, const unsigned char *px, int pw, int 
         for (int r = 0; r < n_raster; r++)
             if (overlap_area(pc->regions[r].b, b) > 0.5f * bw * bh) inside_raster = 1;
         if (inside_raster) continue;
-        ing_region r = {b, 0, 0, -1, -1, rule, 0};
+        ing_region r = {b, 0, 0, -1, -1, rule, 0, 0};
         r.graphic = !rule && graphic(pc, b, pix, pw, ph, scale);
+        r.frame = !rule && text_frame(b, pix, pw, ph, scale);
         rc = add_region(pc, r);
     }
     free(boxes);
@@ -670,7 +688,7 @@ static void pair_ruled(ing_pagectx *pc, unsigned char *used) {
             if (b.y0 < u.y0) u = ing_box_union(u, b);
         }
         if (u.y0 >= rb.y0 - MIN_FIG_PT / 2) continue;   /* one rule: a line, not a block */
-        if (add_region(pc, (ing_region){u, 0, 0, f, -1, 0, 0})) return;   /* out of memory: fewer figures */
+        if (add_region(pc, (ing_region){u, 0, 0, f, -1, 0, 0, 0})) return;   /* out of memory: fewer figures */
         used[f] = 1;
     }
 }
@@ -914,7 +932,7 @@ static void pair_block(ing_pagectx *pc, unsigned char *used, const unsigned char
         if (k >= 0) {   /* the rest of a figure found without its caption: join them */
             pc->regions[k].b = ing_box_union(pc->regions[k].b, u);
             pc->regions[k].caption_frag = f;
-        } else if (add_region(pc, (ing_region){u, 0, 0, f, -1, 0, 0})) {
+        } else if (add_region(pc, (ing_region){u, 0, 0, f, -1, 0, 0, 0})) {
             break;   /* out of memory: fewer figures */
         } else {
             k = pc->n_regions - 1;
@@ -937,7 +955,7 @@ static void absorb_parts(ing_pagectx *pc) {
             int below = cap.y0 >= rg->b.y1 - 4; /* the caption is under the figure */
             for (int q = 0; q < pc->n_regions; q++) {
                 ing_region *o = &pc->regions[q];
-                if (q == r || o->raster || o->rule || o->caption_frag >= 0) continue;
+                if (q == r || o->raster || o->rule || o->frame || o->caption_frag >= 0) continue;
                 if (ing_box_dist(rg->b, o->b) > PART_GAP_PT) continue;
                 if (below ? o->b.y1 > cap.y0 + 4 : o->b.y0 < cap.y1 - 4) continue;
                 ingest_box u = ing_box_union(rg->b, o->b);

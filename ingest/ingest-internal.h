@@ -42,6 +42,7 @@ typedef struct {
     int image;          /* page-local image index, or -1 for tables */
     int rule;           /* a horizontal rule: bounds a ruled figure, never one itself */
     int graphic;        /* vector ink that is a picture by itself: kept without a caption */
+    int frame;          /* a wide outline with nothing but text inside (a listing's frame) */
 } ing_region;
 
 /* a buffer kept by the document and reused page after page (one thread at a time) */

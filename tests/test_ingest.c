@@ -635,6 +635,16 @@ static void check_one_figure(int *test_failed_, const ingest_page *pg, ingest_bo
           !strncmp(pg->chunks[cc].text, caption, strlen(caption)));
 }
 
+/* Page `page` of d holds one image, as check_one_figure says. */
+static void check_page_figure(int *test_failed_, ingest_doc *d, int page, ingest_box want, double tol,
+                              const char *caption) {
+    char err[512];
+    ingest_page *pg = NULL;
+    CHECK(d && ingest_doc_page(d, page, &pg, err, sizeof err) == 0 && pg);
+    if (pg) check_one_figure(test_failed_, pg, want, tol, caption);
+    ingest_page_free(pg);
+}
+
 /* A caption far under its figure (notes between) still finds it, and the figure's pieces
  * become one image; a heading between a drawing and a caption keeps them apart: the lone
  * drawing is an image of its own, without that caption. */
@@ -794,11 +804,8 @@ TEST(ruled_figure) {
     char err[512];
     ingest_doc *d = NULL;
     open_fixture(test_failed_, "ruled", write_ruled_pdf, &d);
+    check_page_figure(test_failed_, d, 1, (ingest_box){100, 150, 500, 300}, 0.01, "Figure 3:");
     ingest_page *pg = NULL;
-    CHECK(d && ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
-    if (pg) check_one_figure(test_failed_, pg, (ingest_box){100, 150, 500, 300}, 0.01, "Figure 3:");
-    ingest_page_free(pg);
-    pg = NULL;
     CHECK(d && ingest_doc_page(d, 2, &pg, err, sizeof err) == 0 && pg);
     if (pg) CHECK_MSG(pg->n_images == 0, "%d images under a single rule", (int)pg->n_images);
     ingest_page_free(pg);
@@ -961,11 +968,8 @@ TEST(bitmap_pairs_and_turned_bitmap) {
     char err[512];
     ingest_doc *d = NULL;
     open_fixture(test_failed_, "bitmaps", write_bitmap_pairs_pdf, &d);
+    check_page_figure(test_failed_, d, 2, (ingest_box){200, 300, 300, 450}, 0.005, NULL);
     ingest_page *pg = NULL;
-    CHECK(d && ingest_doc_page(d, 2, &pg, err, sizeof err) == 0 && pg);
-    if (pg) check_one_figure(test_failed_, pg, (ingest_box){200, 300, 300, 450}, 0.005, NULL);
-    ingest_page_free(pg);
-    pg = NULL;
     CHECK(d && ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
     for (int i = 0; pg && i < pg->n_images; i++) {
         ingest_box b = pg->images[i].box;
@@ -982,6 +986,39 @@ TEST(bitmap_pairs_and_turned_bitmap) {
     }
     CHECK_MSG(pair == 1 && single == 2, "pair %d, single %d", pair, single);
     ingest_page_free(pg);
+    ingest_doc_free(d);
+}
+
+/* A listing in a frame across the column (72..540 x 100..190, its lines in 8 pt), a drawing
+ * 8 pt under it (a circle cut by a line, 220..390 x 198..338), the caption under that. */
+static void write_listing_frame_pdf(const char *path) {
+    cairo_t *cr = letter_pdf(path);
+    cairo_set_line_width(cr, 0.8);
+    cairo_rectangle(cr, 72, 100, 468, 90);
+    cairo_stroke(cr);
+    cairo_set_font_size(cr, 8);
+    const char *code[] = {"c = canvas.canvas()", "circle = path.circle(0, 0, 2)",
+                          "line = path.line(-3, 1, 3, 2)", "c.stroke(circle, [style.linewidth.Thick])",
+                          "c.stroke(line, [style.linewidth.Thick])", "c.writePDFfile()"};
+    for (int i = 0; i < 6; i++) { cairo_move_to(cr, 80, 115 + 12 * i); cairo_show_text(cr, code[i]); }
+    cairo_set_line_width(cr, 1.5);
+    cairo_new_path(cr);   /* the text left a current point: no line from it to the arc */
+    cairo_arc(cr, 305, 268, 70, 0, 2 * M_PI);
+    cairo_move_to(cr, 220, 300);
+    cairo_line_to(cr, 390, 236);
+    cairo_stroke(cr);
+    cairo_set_font_size(cr, 10);
+    cairo_move_to(cr, 200, 360);
+    cairo_show_text(cr, "Fig. 1: Intersection of a circle with a line.");
+    cairo_destroy(cr);   /* the last reference: the PDF is written */
+}
+
+/* A listing's frame right over a drawing is not part of it (its ink is 8 pt from the
+ * circle: closer than the merge gap, and under the parts gap): the figure is the drawing. */
+TEST(listing_frame_over_drawing) {
+    ingest_doc *d = NULL;
+    open_fixture(test_failed_, "listingframe", write_listing_frame_pdf, &d);
+    check_page_figure(test_failed_, d, 1, (ingest_box){220, 198, 390, 338}, 0.006, "Fig. 1:");
     ingest_doc_free(d);
 }
 
