@@ -50,9 +50,9 @@
 #define RULE_MIN_PT 72.0f  /* a horizontal rule at least this wide may bound a ruled figure */
 #define RULED_MAX_PT 500.0f /* the rules of one ruled figure lie within this height */
 #define GRAPHIC_W_PT 72.0f  /* a captionless graphic is at least this wide */
+#define GRAPHIC_H_PT 48.0f  /* and this high */
 #define FRAME_W_PT 200.0f   /* an empty outline this wide is a listing's frame (a column's) */
 #define FRAME_H_PT 12.0f    /* ... and this high (a line of text) */
-#define GRAPHIC_H_PT 48.0f  /* and this high */
 #define GRAPHIC_INSET_PT 4.0f
 #define LINE_PT 8.0f           /* a straight run this long is a rule, a bar or a border */
 #define RULED_TEXT_MIN 0.05f   /* with more text than this share, */
@@ -430,6 +430,7 @@ static int ink_regions(const ing_pagectx *pc, unsigned char *pix, const unsigned
                 if (ing_box_dist(boxes[i], boxes[j]) <= MERGE_GAP_PT &&
                     (frame[i] == frame[j] || overlap_area(boxes[i], boxes[j]) > 0)) {
                     boxes[i] = ing_box_union(boxes[i], boxes[j]);
+                    frame[i] &= frame[j];   /* a frame holding a drawing is none */
                     frame[j] = frame[n - 1];
                     boxes[j--] = boxes[--n];
                     changed = 1;
@@ -512,7 +513,8 @@ static float render_ink(ingest_box b, const unsigned char *px, int pw, int ph, i
 
 #define TURN_BLANK 0.1f /* a bitmap's mapped box with less ink than this may be misplaced, */
 #define TURN_TEXT 0.2f  /* or with this share of it under text (it lies on running text), */
-#define TURN_FULL 0.5f  /* when a turned box at its corner is this full and holds no text */
+#define TURN_FULL 0.5f  /* when a turned box at its corner is this full */
+#define TURN_CLEAR 0.05f /* and has at most this share under text */
 
 /* The fullest of the four quarter-turned boxes at region i's corner (inside the page, no
  * text, not another region's) with at least TURN_FULL ink: 1 and *out, else 0. *twin: one of
@@ -526,7 +528,8 @@ static int turned_box(const ing_pagectx *pc, int i, const unsigned char *px, int
     for (int k = 0; k < 4; k++) {
         float x0 = k & 1 ? b.x0 - h : b.x0, y0 = k & 2 ? b.y0 - w : b.y0;
         ingest_box c = {x0, y0, x0 + h, y0 + w};
-        if (c.x0 < 0 || c.y0 < 0 || c.x1 > pc->w || c.y1 > pc->h || text_share(pc, c) > 0.05f) continue;
+        if (c.x0 < 0 || c.y0 < 0 || c.x1 > pc->w || c.y1 > pc->h || text_share(pc, c) > TURN_CLEAR)
+            continue;
         int taken = 0;
         for (int j = 0; j < pc->n_regions; j++) {
             float o = j != i ? overlap_area(pc->regions[j].b, c) : 0;
@@ -550,7 +553,8 @@ static void fix_turned_rasters(ing_pagectx *pc, const unsigned char *px, int pw,
     for (int i = 0; i < pc->n_regions; i++) {
         ingest_box b = pc->regions[i].b, turned;
         if (!pc->regions[i].raster) continue;
-        if (text_share(pc, b) < TURN_TEXT && render_ink(b, px, pw, ph, stride, scale, row) >= TURN_BLANK) continue;
+        if (text_share(pc, b) < TURN_TEXT && render_ink(b, px, pw, ph, stride, scale, row) >= TURN_BLANK)
+            continue;
         int twin;
         if (turned_box(pc, i, px, pw, ph, stride, scale, row, &turned, &twin))
             pc->regions[i].b = turned;
