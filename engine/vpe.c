@@ -479,7 +479,8 @@ static int picture_vouch(vpe *v, const vpe_region *c, int32_t n, const uint8_t *
     }
     float agree = asked_f - fig_best;
     free(tp);
-    if (agree >= VOUCH_TYPE && f - fig_mean >= VOUCH_HUB) *out = 0.8f + 0.15f * clamp01((f - VOUCH_FIG) / VOUCH_SPAN);
+    if (agree >= VOUCH_TYPE && f - fig_mean >= VOUCH_HUB)
+        *out = 0.8f + 0.15f * clamp01((f - VOUCH_FIG) / VOUCH_SPAN);
     return 0;
 }
 

@@ -16,8 +16,8 @@ on, never trained on; scripts/figenc-real-data.sh fetches them). --dev-r measure
 split of vision/train/r_figures.json (R vignettes of the survival and vcd packages, boxed by
 eye on the page, captioned or not; the detector was tuned on it, the encoder never trained on
 it; the .debs are fetched with apt). --dev-manuals measures vision/train/manual_figures.json
-(the Asymptote manual and four Graphviz guides, boxed by eye; the detector was tuned on it,
-the encoder never trained on it). --quick skips the run without the figure encoder.
+(the Asymptote manual, four Graphviz guides, the GLE and the PyX manuals, boxed by eye; the
+detector and locate's vouching were tuned on it, the encoder never trained on it). --quick skips the run without the figure encoder.
 
 Prints, with the figure encoder and without it (MMRAG_FIGENC=none):
   - detection: labelled figures whose box mmrag's ingest found (an image with IoU >= 0.5);

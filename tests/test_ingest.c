@@ -962,8 +962,8 @@ static void write_bitmap_pairs_pdf(const char *path) {
 
 /* Bitmaps side by side under one caption centred under the pair are one figure (two
  * screenshots "(a)" and "(b)"); bitmaps captioned each under itself stay two. A bitmap
- * turned a quarter is boxed where it is drawn: poppler's image map puts it a width lower,
- * over the code under it. */
+ * turned a quarter is boxed where it is drawn, not where poppler's image map puts it (a side
+ * away). */
 TEST(bitmap_pairs_and_turned_bitmap) {
     char err[512];
     ingest_doc *d = NULL;
