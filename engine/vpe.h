@@ -69,6 +69,8 @@ typedef struct vpe_region {
     size_t png_len;
     const float *figure_vec; /* the region's pixels in the text encoder's space (mmrag's
                                 figure encoder, L2-normalized, the encoder's dim); may be NULL */
+    const float *colour;     /* its named-colour profile (vision_colour_profile,
+                                VISION_COLOUR_DIM floats); may be NULL */
 } vpe_region;
 
 typedef struct vpe_options {

@@ -336,6 +336,34 @@ static int figure_list(retriever *r, const float *qt, const float *qi, const ret
     return rc;
 }
 
+float retr_colour_score(store *s, int64_t image_id, uint32_t want) {
+    float prof[VISION_COLOUR_DIM];
+    int32_t d = 0;
+    if (!want || store_vector_get(s, STORE_OWNER_IMAGE, image_id, "image", VISION_COLOUR_MODEL, prof,
+                                  VISION_COLOUR_DIM, &d) != STORE_OK || d != VISION_COLOUR_DIM)
+        return 0;
+    return RETR_COLOUR_WEIGHT * vision_colour_match(want, prof);
+}
+
+/* A description that names colours ("two red curves") lifts the images that show them
+ * (retr_colour_score), then the list is re-sorted. */
+static void colour_rerank(retriever *r, const char *query, cands *cs, int64_t *list, int32_t n) {
+    uint32_t want = vision_colour_words(query);
+    cand **all = want && n ? malloc((size_t)n * sizeof *all) : NULL;
+    if (!all) return;
+    int ok = 1;
+    for (int32_t i = 0; i < n; i++) {
+        cand *c = all[i] = cands_find(cs, list[i]);
+        ok &= c != NULL;
+        if (c && c->image_id) c->score[RETR_SRC_IMAGE] += retr_colour_score(r->s, c->image_id, want);
+    }
+    if (ok) {
+        qsort(all, (size_t)n, sizeof *all, by_image_score);
+        for (int32_t i = 0; i < n; i++) list[i] = all[i]->key;
+    }
+    free(all);
+}
+
 static int bm25_list(retriever *r, const char *query, const retr_opts *o, cands *cs,
                      int64_t *list, int32_t *nlist, char *err, size_t errlen) {
     *nlist = 0;
@@ -534,6 +562,7 @@ int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
         rc = vector_list(r, r->vi, RETR_SRC_IMAGE, 1, qvec_image, &o, &cs, lists[1], &nl[1], err, errlen);
     if (!rc && want_figure)
         rc = figure_list(r, qvec_text, qvec_image, &o, &cs, lists[1], &nl[1], err, errlen);
+    if (!rc && want_image) colour_rerank(r, query, &cs, lists[1], nl[1]);
     if (!rc && w[RETR_SRC_BM25] > 0)
         rc = bm25_list(r, query, &o, &cs, lists[2], &nl[2], err, errlen);
     retr_fused *f = rc ? NULL : malloc((size_t)o.k * sizeof *f);

@@ -143,6 +143,15 @@ int32_t retr_fuse(const int64_t *const lists[RETR_NSRC], const int32_t n[RETR_NS
  * vectors; 0.7 and 0.9 did worse on one of them). Locate's page narrowing compares pages,
  * not images, and takes it as is. */
 #define RETR_NEARBY_TEXT 0.8f
+/* An image list's score for a query that names colours adds this times the image's colour
+ * match (0..1, vision_colour_match). Set on the dev figure sets (scripts/eval_figures.py
+ * --dev-manuals / --dev-r / --dev), image-only R@5 0.422 -> 0.500, 0.231 -> 0.389, 0.279 ->
+ * 0.307; 0.2 and 0.5 did about as well in a simulation over the stored scores. */
+#define RETR_COLOUR_WEIGHT 0.3f
+/* That term for one image: RETR_COLOUR_WEIGHT times how well its stored colour profile shows
+ * the colours of want (vision_colour_words of the query); 0 when want is 0 or the image has no
+ * profile (an index from before profiles, until embedded). */
+float retr_colour_score(store *s, int64_t image_id, uint32_t want);
 /* An image's score from its caption cosine and its pixel cosine (either < -1.5 = none):
  * the rule the image list and locate's page narrowing share. */
 float retr_image_score(float caption_cos, float pixel_cos);

@@ -39,6 +39,16 @@ for f in "$tmp/broken.safetensors" "$tmp/missing.safetensors"; do
   [[ $top == *"Revenue by quarter"* ]] && grep -q "figure encoder not loaded" "$tmp/err" && ok "figure encoder $(basename "$f"): notice, caption search still works" || bad "figure encoder $(basename "$f"): '$top' $(cat "$tmp/err")"
 done
 
+# colour profiles (vision/colour.c), stored by index and read by locate even with the figure
+# encoder off: on page 2 the line chart (blue and orange curves) shows orange, the bar chart
+# (blue-violet bars) does not, and the line chart is the one picked
+cdoc=$("$m" ls 2>/dev/null | awk '/corpus\.pdf/ {print $1}' | head -n1)
+out=$(MMRAG_FIGENC=none "$m" locate --doc "$cdoc" --page 2 --debug "the chart with an orange line" 2>"$tmp/dbg")
+if grep "Efficiency in percent" "$tmp/dbg" | grep -q " col 1.00" &&
+   grep "figure .*Quarterly output" "$tmp/dbg" | grep -q " col 0.00" && [[ $out == *"[0.18"*",0.52"* ]]; then
+  ok "colour: 'an orange line' picks the line chart, not the bar chart"
+else bad "colour: '$out' $(grep ' col ' "$tmp/dbg" | head -n3)"; fi
+
 # locate without a page on a long document: stored vectors propose a few pages, VPE scores
 # only their regions (api/core/locate.c), and finds what it finds with every page
 if command -v pdfunite >/dev/null; then

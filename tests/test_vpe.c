@@ -9,6 +9,7 @@
 #include "engine/vpe_internal.h"
 #include "test.h"
 #include "vision/textenc.h"
+#include "vision/colour.h"
 
 #include <sys/stat.h>
 
@@ -316,6 +317,46 @@ TEST(pixels_vouch_with_page) {
     page[2].figure_vec = vec;   /* both look alike: neither is vouched for */
     CHECK(vpe_locate(get_vpe(), page, 3, zigzag, &o, &r, err, sizeof err) == 0);
     CHECK_MSG(!r.found, "rivals: found %d index %d (%s)", r.found, r.index, r.why);
+}
+
+/* Colours the description names: a picture vouched for by its pixels is not once the
+ * description asks for colours it lacks; of two pictures whose pixels are alike, the one whose
+ * colour profile alone shows them ranks first and is vouched for. */
+TEST(colours_rank_and_veto) {
+    NEED_MODEL();
+    float vec[2 * 384], red[VISION_COLOUR_DIM] = {0}, blue[VISION_COLOUR_DIM] = {0};
+    red[VISION_COLOUR_RED] = red[VISION_COLOUR_CHROMA] = 0.03f;
+    blue[VISION_COLOUR_BLUE] = blue[VISION_COLOUR_CHROMA] = 0.03f;
+    char err[256];
+    vpe_region page[3];
+    CHECK(two_figures(page, "The next two figures belong to section 4.", vec) == 0);
+    vpe_options o;
+    vpe_options_default(&o);
+    o.page = 1;
+    vpe_result r;
+    page[1].colour = red;
+    page[2].colour = blue;
+    const char *zig = "a zigzag drawing of resistors";
+    CHECK(vpe_locate(get_vpe(), page, 3, zig, &o, &r, err, sizeof err) == 0);
+    CHECK_MSG(r.index == 1 && r.found, "no colour named: index %d found %d (%s)", r.index, r.found, r.why);
+    CHECK(vpe_locate(get_vpe(), page, 3, "a zigzag drawing of red resistors", &o, &r, err, sizeof err) == 0);
+    CHECK_MSG(r.index == 1 && r.found, "red: index %d found %d (%s)", r.index, r.found, r.why);
+    page[1].colour = blue;
+    CHECK(vpe_locate(get_vpe(), page, 3, "a zigzag drawing of red resistors", &o, &r, err, sizeof err) == 0);
+    CHECK_MSG(!r.found, "red asked, blue shown: found %d index %d (%s)", r.found, r.index, r.why);
+    /* alike pixels: the colour decides, and the one picture of the page that shows it is
+     * vouched for; not when both show it */
+    page[2].figure_vec = vec;
+    page[1].colour = red;
+    for (int k = 0; k < 2; k++) {
+        const char *d = k ? "a zigzag drawing of blue resistors" : "a zigzag drawing of red resistors";
+        CHECK(vpe_locate(get_vpe(), page, 3, d, &o, &r, err, sizeof err) == 0);
+        CHECK_MSG(r.index == 1 + k && r.found && strstr(r.why, "alone on the page shows the colours"),
+                  "'%s': index %d found %d (%s)", d, r.index, r.found, r.why);
+    }
+    page[2].colour = red;
+    CHECK(vpe_locate(get_vpe(), page, 3, "a zigzag drawing of red resistors", &o, &r, err, sizeof err) == 0);
+    CHECK_MSG(!r.found, "both red: found %d index %d (%s)", r.found, r.index, r.why);
 }
 
 /* The picture evidence's type prompts (engine/vpe.c) are the zero-shot type prompts of the

@@ -1,10 +1,12 @@
 /* api/core/embed.c — fill missing vectors: chunks and sentences (text space), images by
- * their caption text (image space), both with MiniLM; and images by their pixels with
- * mmrag's own figure encoder (figure space), trained into MiniLM's space (vision/train). */
+ * their caption text (image space), both with MiniLM; images by their pixels with mmrag's
+ * own figure encoder (figure space), trained into MiniLM's space (vision/train); and each
+ * image's named-colour profile (vision/colour.c). */
 #include "api/core/embed.h"
 #include "api/core/embed_cache.h"
 #include "api/core/ground.h"
 #include "vision/clip.h"
+#include "vision/colour.h"
 #include "vision/textenc.h"
 
 #include <stdio.h>
@@ -398,27 +400,41 @@ static int embed_sentences(embed_ctx *e, store *s, int64_t *chunks, char *err, s
     }
 }
 
-/* ---- figure space: images by their pixels ---------------------------------------- */
-/* One image's figure vector from its stored crop. An image that does not decode gets a
- * zero vector (cosine 0 with every query: never a hit) so that it is not retried forever. */
-static void embed_one_figure(embed_ctx *e, const store_todo *t, float *out, int32_t dim) {
+/* ---- pixel spaces: images by their stored crop -------------------------------------- */
+/* One image's vector in a pixel space (the figure encoder's, or its colour profile) from
+ * the decoded crop; nonzero on failure. */
+typedef int (*pixel_fn)(embed_ctx *e, const vision_image *img, float *out);
+
+static int figure_of(embed_ctx *e, const vision_image *img, float *out) {
+    char err[256];
+    return clip_embed_image(e->fig, img, 0, out, err, sizeof err);
+}
+
+static int colour_of(embed_ctx *e, const vision_image *img, float *out) {
+    (void)e;
+    vision_colour_profile(img, out);
+    return 0;
+}
+
+/* An image that does not decode gets a zero vector (cosine 0 with every query, no colour:
+ * never a hit) so that it is not retried forever. */
+static void embed_one_pixels(embed_ctx *e, const store_todo *t, pixel_fn fn, float *out,
+                             int32_t dim) {
     vision_image img = {0};
     char err[256];
-    memset(out, 0, (size_t)dim * sizeof *out);
     if (!t->png || !t->png_len ||
-        vision_image_load_buffer(t->png, t->png_len, 0, 0, &img, err, sizeof err) ||
-        clip_embed_image(e->fig, &img, 0, out, err, sizeof err))
+        vision_image_load_buffer(t->png, t->png_len, 0, 0, &img, err, sizeof err) || fn(e, &img, out))
         memset(out, 0, (size_t)dim * sizeof *out);
     vision_image_free(&img);
 }
 
-static int embed_figures(embed_ctx *e, store *s, int64_t *done, char *err, size_t errlen) {
-    int32_t dim = e->fig ? clip_dim(e->fig) : 0;
+static int embed_pixels(embed_ctx *e, store *s, const char *model, int32_t dim, pixel_fn fn,
+                        int64_t *done, char *err, size_t errlen) {
     int64_t after = 0;
-    while (e->fig) {
+    for (;;) {
         store_todo *items = NULL;
         int32_t n = 0;
-        if (store_images_without_vector(s, "image", EMBED_FIGURE_MODEL, after, 16, &items, &n) != STORE_OK) {
+        if (store_images_without_vector(s, "image", model, after, 16, &items, &n) != STORE_OK) {
             snprintf(err, errlen, "%s", store_errmsg(s));
             return -1;
         }
@@ -428,15 +444,15 @@ static int embed_figures(embed_ctx *e, store *s, int64_t *done, char *err, size_
         int rc = vec && vs ? 0 : -1;
         if (rc) snprintf(err, errlen, "out of memory");
         for (int32_t i = 0; !rc && i < n; i++) {
-            embed_one_figure(e, &items[i], vec + (size_t)i * (size_t)dim, dim);
+            embed_one_pixels(e, &items[i], fn, vec + (size_t)i * (size_t)dim, dim);
             vs[i] = (store_vec){STORE_OWNER_IMAGE, items[i].id, vec + (size_t)i * (size_t)dim};
         }
         int32_t written = 0;
-        if (!rc && store_vectors_put(s, "image", EMBED_FIGURE_MODEL, dim, vs, n, &written) != STORE_OK) {
+        if (!rc && store_vectors_put(s, "image", model, dim, vs, n, &written) != STORE_OK) {
             snprintf(err, errlen, "%s", store_errmsg(s));
             rc = -1;
         }
-        *done += written;
+        if (done) *done += written;
         e->done += written;
         after = items[n - 1].id;
         free(vec);
@@ -448,7 +464,15 @@ static int embed_figures(embed_ctx *e, store *s, int64_t *done, char *err, size_
             return -1;
         }
     }
-    return 0;
+}
+
+static int embed_figures(embed_ctx *e, store *s, int64_t *done, char *err, size_t errlen) {
+    if (!e->fig) return 0;
+    return embed_pixels(e, s, EMBED_FIGURE_MODEL, clip_dim(e->fig), figure_of, done, err, errlen);
+}
+
+static int embed_colours(embed_ctx *e, store *s, char *err, size_t errlen) {
+    return embed_pixels(e, s, VISION_COLOUR_MODEL, VISION_COLOUR_DIM, colour_of, NULL, err, errlen);
 }
 
 /* What is missing: chunks and images minus the vectors this model has for them. */
@@ -463,6 +487,8 @@ static int64_t pending_total(embed_ctx *e, store *s) {
     int64_t t = c.chunks - tv + c.images - iv, fv = 0;
     if (e->fig && store_vectors_count(s, "image", EMBED_FIGURE_MODEL, STORE_OWNER_IMAGE, &fv) == STORE_OK)
         t += c.images - fv;
+    if (store_vectors_count(s, "image", VISION_COLOUR_MODEL, STORE_OWNER_IMAGE, &fv) == STORE_OK)
+        t += c.images - fv;
     return t > 0 ? t : 0;
 }
 
@@ -476,7 +502,8 @@ int embed_pending(embed_ctx *e, store *s, embed_counts *n, char *err, size_t err
     cache_counts(e, &enc0, &reu0);
     int rc = embed_space(e, s, 0, &n->chunks, err, errlen) ||
              embed_space(e, s, 1, &n->images, err, errlen) ||
-             embed_figures(e, s, &n->figures, err, errlen) || embed_sentences(e, s, &n->chunks, err, errlen);
+             embed_figures(e, s, &n->figures, err, errlen) || embed_colours(e, s, err, errlen) ||
+             embed_sentences(e, s, &n->chunks, err, errlen);
     cache_counts(e, &n->encoded, &n->reused);
     n->encoded -= enc0;
     n->reused -= reu0;
@@ -486,11 +513,12 @@ int embed_pending(embed_ctx *e, store *s, embed_counts *n, char *err, size_t err
 int embed_has_pending(embed_ctx *e, store *s) {
     const char *model = textenc_model_id(e->te);
     int any = 0;
-    for (int what = 0; what < 4 && !any; what++) {
+    for (int what = 0; what < 5 && !any; what++) {
         store_todo *items = NULL;
         int32_t n = 0;
-        if (what == 3 && !e->fig) break;
-        int rc = what == 3 ? store_images_without_vector(s, "image", EMBED_FIGURE_MODEL, 0, 1, &items, &n)
+        if (what == 3 && !e->fig) continue;
+        int rc = what == 4 ? store_images_without_vector(s, "image", VISION_COLOUR_MODEL, 0, 1, &items, &n)
+                 : what == 3 ? store_images_without_vector(s, "image", EMBED_FIGURE_MODEL, 0, 1, &items, &n)
                  : what == 2 ? store_chunks_without_sentvecs(s, model, 0, 1, &items, &n)
                  : what   ? store_images_without_vector(s, "image", model, 0, 1, &items, &n)
                           : store_chunks_without_vector(s, "text", model, 0, 1, &items, &n);

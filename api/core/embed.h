@@ -4,6 +4,8 @@
  *   image   images by their caption and anchored chunk text, MiniLM;
  *   figure  images by their pixels, mmrag's own figure encoder (vision/data/figenc,
  *           trained LiT-style against the locked MiniLM), so one query vector searches all.
+ * Beside them each image's colour profile (VISION_COLOUR_MODEL, vision/colour.h), read by
+ * colour matching, not searched as a direction.
  * Without a usable figure encoder the figure space is simply off (embed_figure_notice). */
 #ifndef MMRAG_API_EMBED_H
 #define MMRAG_API_EMBED_H

@@ -9,6 +9,7 @@
 #include "api/core/locate.h"
 #include "api/core/embed.h"
 #include "retrieval/retrieval.h"
+#include "vision/colour.h"
 #include "vision/textenc.h"
 
 
@@ -20,6 +21,7 @@ typedef struct {
     char **strs;                 /* texts built here */
     int32_t n_strs;
     float *figvecs;              /* figure vectors r[].figure_vec points into */
+    float *colours;              /* colour profiles r[].colour points into */
 } cands_priv;
 
 static float *box4(store_box b, float out[4]) {
@@ -87,6 +89,7 @@ void locate_cands_free(locate_cands *c) {
         for (int32_t i = 0; i < p->n_strs; i++) free(p->strs[i]);
         free(p->strs);
         free(p->figvecs);
+        free(p->colours);
         free(p);
     }
     free(c->r);
@@ -177,10 +180,11 @@ static const char *figure_model(void) {
 }
 
 /* Per candidate: the stored cosine with the description (text or caption vector; an image
- * adds its pixel cosine as the image list does), 2 when it carries the asked label. Returns the
+ * adds its pixel cosine and its colour match as the image list does), 2 when it carries the
+ * asked label. Returns the
  * number of candidates that had a vector. */
 static int32_t score_cands(store *s, textenc *te, const locate_cands *c, const vpe_scope *sc,
-                           const float *q, float *score) {
+                           const float *q, uint32_t colours, float *score) {
     int32_t dim = textenc_dim(te), have = 0;
     const char *fm = figure_model();
     float *v = malloc((size_t)dim * sizeof *v);
@@ -190,6 +194,7 @@ static int32_t score_cands(store *s, textenc *te, const locate_cands *c, const v
         float a = retr_stored_cosine(s, owner, r->ref_id, textenc_model_id(te), q, dim, v);
         if (c->is_image[i] && fm)
             a = retr_image_score(a, retr_stored_cosine(s, owner, r->ref_id, fm, q, dim, v));
+        if (c->is_image[i] && a > -1.5f) a += retr_colour_score(s, r->ref_id, colours);
         have += a > -1.5f;
         if (vpe_text_has_label(r->text, sc->label_num, sc->label_table)) a = 2;
         score[i] = a;
@@ -214,7 +219,7 @@ static int narrow_pages(store *s, vpe *v, locate_cands *c, const char *desc) {
     char err[256];
     const char *t[1] = {desc};
     int rc = q && score && best ? textenc_embed(te, t, 1, q, err, sizeof err) : -1;
-    if (!rc && score_cands(s, te, c, &sc, q, score) * 2 >= c->n) {
+    if (!rc && score_cands(s, te, c, &sc, q, vision_colour_words(desc), score) * 2 >= c->n) {
         for (int32_t p = 0; p <= maxp; p++) best[p] = -3;
         for (int32_t i = 0; i < c->n; i++)
             if (score[i] > best[c->r[i].page]) best[c->r[i].page] = score[i];
@@ -245,27 +250,34 @@ out:
     return rc;
 }
 
-/* The stored figure vector of every image candidate (VPE's figure term), when the store
- * has them in the text encoder's dimension; candidates without one keep NULL. */
-static void attach_figure_vecs(store *s, vpe *v, locate_cands *c) {
-    textenc *te = vpe_text_encoder(v);
-    cands_priv *p = c->priv;
-    const char *fm = figure_model();
-    int32_t dim = te ? textenc_dim(te) : 0, n_img = 0;
+/* Each image candidate's stored vector of (image space, model) into a block of dim floats
+ * per image, pointed to by its region's colour (colour) or figure_vec (NULL where it has none). */
+static float *attach_image_vecs(store *s, locate_cands *c, const char *model, int32_t dim,
+                                int colour) {
+    int32_t n_img = 0;
     for (int32_t i = 0; i < c->n; i++) n_img += c->is_image[i];
-    if (!fm || !dim || !n_img ||
-        !(p->figvecs = malloc((size_t)n_img * (size_t)dim * sizeof *p->figvecs)))
-        return;
-    float *at = p->figvecs;
-    for (int32_t i = 0; i < c->n; i++) {
+    float *block = model && dim && n_img ? malloc((size_t)n_img * (size_t)dim * sizeof *block) : NULL;
+    float *at = block;
+    for (int32_t i = 0; block && i < c->n; i++) {
         int32_t d = 0;
         if (!c->is_image[i] ||
-            store_vector_get(s, STORE_OWNER_IMAGE, c->r[i].ref_id, "image", fm, at, dim, &d) !=
+            store_vector_get(s, STORE_OWNER_IMAGE, c->r[i].ref_id, "image", model, at, dim, &d) !=
                 STORE_OK || d != dim)
             continue;
-        c->r[i].figure_vec = at;
+        if (colour) c->r[i].colour = at;
+        else c->r[i].figure_vec = at;
         at += dim;
     }
+    return block;
+}
+
+/* VPE's pixel evidence of every image candidate: its figure vector (when the store has them
+ * in the text encoder's dimension) and its colour profile. */
+static void attach_pixels(store *s, vpe *v, locate_cands *c) {
+    textenc *te = vpe_text_encoder(v);
+    cands_priv *p = c->priv;
+    p->figvecs = attach_image_vecs(s, c, figure_model(), te ? textenc_dim(te) : 0, 0);
+    p->colours = attach_image_vecs(s, c, VISION_COLOUR_MODEL, VISION_COLOUR_DIM, 1);
 }
 
 static int locate_status(int store_rc) {
@@ -315,7 +327,7 @@ int api_locate(store *s, vpe *v, int64_t doc, const char *description, const vpe
         return locate_status(rc);
     }
     if (!o->page) narrow_pages(s, v, &c, description);  /* a failure: all candidates stay */
-    attach_figure_vecs(s, v, &c);
+    attach_pixels(s, v, &c);
     int st = LOCATE_OK;
     if (vpe_locate(v, c.r, c.n, description, o, &out->r, err, errlen)) st = LOCATE_ERR_VPE;
     else if (out->r.index >= 0 && out->r.index < c.n) out->is_image = c.is_image[out->r.index];
