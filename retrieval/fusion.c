@@ -151,3 +151,50 @@ int32_t retr_fuse_scores(const retr_scored *c, int32_t n, const retr_weights *w,
     free(acc);
     return k;
 }
+
+/* Words a description of a figure uses for any figure (its look, its parts, colours) and
+ * function words: they say nothing about which figure it is. */
+static const char *const common_words[] = {
+    "the", "and", "with", "from", "into", "over", "under", "each", "one", "two", "three", "four",
+    "five", "six", "seven", "eight", "nine", "ten", "left", "right", "top", "bottom", "upper",
+    "lower", "small", "large", "thin", "thick", "framed", "plot", "plots", "curve", "curves",
+    "line", "lines", "axis", "axes", "black", "white", "grey", "gray", "red", "blue", "green",
+    "orange", "yellow", "purple", "pink", "brown", "cyan", "dark", "light", "figure", "shows",
+    "showing", "labelled", "labeled", "label", "labels", "row", "rows", "column", "columns",
+    "box", "boxes", "panel", "panels", "several", "some", "for", "its", "are", NULL};
+
+static int is_common(const char *w) {
+    for (int i = 0; common_words[i]; i++)
+        if (!strcmp(w, common_words[i])) return 1;
+    return 0;
+}
+
+/* Is w (lowercase) a whole word of text, ignoring case? */
+static int has_word(const char *text, const char *w, size_t n) {
+    for (const char *p = text; (p = strcasestr(p, w)); p++)
+        if ((p == text || !isalnum((unsigned char)p[-1])) && !isalnum((unsigned char)p[n])) return 1;
+    return 0;
+}
+
+float retr_word_overlap(const char *query, const char *text) {
+    char words[RETR_OVERLAP_WORDS][32];
+    int nw = 0, hit = 0;
+    for (const char *p = query ? query : ""; *p && nw < RETR_OVERLAP_WORDS;) {
+        while (*p && !isalnum((unsigned char)*p)) p++;
+        size_t n = 0;
+        char w[32];
+        int alpha = *p && isalpha((unsigned char)*p);
+        while (isalnum((unsigned char)*p)) {
+            if (n + 1 < sizeof w) w[n++] = (char)tolower((unsigned char)*p);
+            p++;
+        }
+        w[n] = 0;
+        if (n < 3 || !alpha || is_common(w)) continue;
+        int dup = 0;
+        for (int i = 0; i < nw && !dup; i++) dup = !strcmp(words[i], w);
+        if (dup) continue;
+        memcpy(words[nw++], w, n + 1);
+        hit += text && has_word(text, w, n);
+    }
+    return nw ? (float)hit / (float)nw : -1.0f;
+}

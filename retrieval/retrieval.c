@@ -129,6 +129,7 @@ typedef struct cand {
     float score[RETR_NSRC];
     float dense;            /* cosine of the chunk's vector with the query, -2 = unknown */
     float sent;             /* best sentence cosine, -2 = none */
+    float colour, words;    /* what image_rerank added to score[RETR_SRC_IMAGE] */
 } cand;
 
 typedef struct cands { cand *c; int32_t n, cap; } cands;
@@ -345,18 +346,71 @@ float retr_colour_score(store *s, int64_t image_id, uint32_t want) {
     return RETR_COLOUR_WEIGHT * vision_colour_match(want, prof);
 }
 
-/* A description that names colours ("two red curves") lifts the images that show them
- * (retr_colour_score), then the list is re-sorted. */
-static void colour_rerank(retriever *r, const char *query, cands *cs, int64_t *list, int32_t n) {
+/* The chunks of the pages an image list touches, each page read once. */
+typedef struct { int64_t doc; int32_t page, n; store_chunk_row *rows; } page_rows;
+typedef struct { page_rows *p; int32_t n, cap; } page_cache;
+
+static const page_rows *page_get(retriever *r, page_cache *pc, int64_t doc, int32_t page) {
+    for (int32_t i = 0; i < pc->n; i++)
+        if (pc->p[i].doc == doc && pc->p[i].page == page) return &pc->p[i];
+    if (pc->n == pc->cap) {
+        int32_t cap = pc->cap ? 2 * pc->cap : 16;
+        page_rows *np = realloc(pc->p, (size_t)cap * sizeof *np);
+        if (!np) return NULL;
+        pc->p = np;
+        pc->cap = cap;
+    }
+    page_rows *pr = &pc->p[pc->n];
+    *pr = (page_rows){doc, page, 0, NULL};
+    if (store_chunks_get(r->s, doc, page, &pr->rows, &pr->n) != STORE_OK) return NULL;
+    pc->n++;
+    return pr;
+}
+
+static void page_cache_free(page_cache *pc) {
+    for (int32_t i = 0; i < pc->n; i++) store_chunks_free(pc->p[i].rows, pc->p[i].n);
+    free(pc->p);
+}
+
+/* The share of the query's words in an image's own text: the chunks anchored to it (its
+ * caption among them, on its page); -1 when the page cannot be read. */
+static float image_words(retriever *r, page_cache *pc, const cand *c, const char *query) {
+    const page_rows *pr = page_get(r, pc, c->doc, c->page);
+    if (!pr) return -1;
+    size_t len = 1;
+    for (int32_t i = 0; i < pr->n; i++)
+        if (pr->rows[i].image_id == c->image_id && pr->rows[i].text) len += strlen(pr->rows[i].text) + 1;
+    char *text = malloc(len);
+    if (!text) return -1;
+    size_t at = 0;
+    for (int32_t i = 0; i < pr->n; i++)
+        if (pr->rows[i].image_id == c->image_id && pr->rows[i].text)
+            at += (size_t)sprintf(text + at, "%s\n", pr->rows[i].text);
+    text[at] = 0;
+    float f = retr_word_overlap(query, text);
+    free(text);
+    return f;
+}
+
+/* Evidence the vectors blur, added to every image of the list before it is re-sorted: the
+ * colours the query names that the image shows (retr_colour_score) and the query's words
+ * found in its own text (RETR_WORDS_WEIGHT). */
+static void image_rerank(retriever *r, const char *query, cands *cs, int64_t *list, int32_t n) {
     uint32_t want = vision_colour_words(query);
-    cand **all = want && n ? malloc((size_t)n * sizeof *all) : NULL;
+    int words = retr_word_overlap(query, NULL) >= 0;
+    cand **all = (want || words) && n ? malloc((size_t)n * sizeof *all) : NULL;
     if (!all) return;
     int ok = 1;
+    page_cache pc = {0};
     for (int32_t i = 0; i < n; i++) {
         cand *c = all[i] = cands_find(cs, list[i]);
         ok &= c != NULL;
-        if (c && c->image_id) c->score[RETR_SRC_IMAGE] += retr_colour_score(r->s, c->image_id, want);
+        if (!c || !c->image_id) continue;
+        c->colour = retr_colour_score(r->s, c->image_id, want);
+        c->words = words ? RETR_WORDS_WEIGHT * fmaxf(0, image_words(r, &pc, c, query)) : 0;
+        c->score[RETR_SRC_IMAGE] += c->colour + c->words;
     }
+    page_cache_free(&pc);
     if (ok) {
         qsort(all, (size_t)n, sizeof *all, by_image_score);
         for (int32_t i = 0; i < n; i++) list[i] = all[i]->key;
@@ -562,7 +616,7 @@ int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
         rc = vector_list(r, r->vi, RETR_SRC_IMAGE, 1, qvec_image, &o, &cs, lists[1], &nl[1], err, errlen);
     if (!rc && want_figure)
         rc = figure_list(r, qvec_text, qvec_image, &o, &cs, lists[1], &nl[1], err, errlen);
-    if (!rc && want_image) colour_rerank(r, query, &cs, lists[1], nl[1]);
+    if (!rc && want_image) image_rerank(r, query, &cs, lists[1], nl[1]);
     if (!rc && w[RETR_SRC_BM25] > 0)
         rc = bm25_list(r, query, &o, &cs, lists[2], &nl[2], err, errlen);
     retr_fused *f = rc ? NULL : malloc((size_t)o.k * sizeof *f);
@@ -596,6 +650,8 @@ int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
         memcpy(h->score, c->score, sizeof h->score);
         h->dense = c->dense;
         h->sentence = c->sent;
+        h->colour = c->colour;
+        h->words = c->words;
         h->fused = f[i].fused;
     }
     free(f);

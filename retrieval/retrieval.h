@@ -96,6 +96,8 @@ typedef struct retr_hit {
     float score[RETR_NSRC];  /* cosine (text, image) or -bm25 (bm25) */
     float dense;             /* cosine of the chunk's own vector, -2 = not computed */
     float sentence;          /* best sentence cosine, -2 = none (not scored or no vectors) */
+    float colour, words;     /* the parts of score[image] the query's colours and words
+                                added (retr_colour_score, RETR_WORDS_WEIGHT), 0 = none */
     double fused;
 } retr_hit;
 
@@ -152,6 +154,19 @@ int32_t retr_fuse(const int64_t *const lists[RETR_NSRC], const int32_t n[RETR_NS
  * the colours of want (vision_colour_words of the query); 0 when want is 0 or the image has no
  * profile (an index from before profiles, until embedded). */
 float retr_colour_score(store *s, int64_t image_id, uint32_t want);
+/* An image list's score also adds this times the share of the query's distinctive words
+ * (retr_word_overlap) found in the image's own text: its caption and the chunks anchored to
+ * it (the text inside a drawn figure, the paragraphs around it). Its text vector carries the
+ * same words, but one vector for a caption and several paragraphs blurs a label word such as
+ * "survival" or "frequency" that a description quotes. Set on the dev figure sets in a
+ * simulation over the stored scores (with the colour term): image-only R@5 manuals 0.500 ->
+ * 0.573, R 0.389 -> 0.426, texlive 0.307 -> 0.364; 0.2 and 0.5 did a little worse. */
+#define RETR_WORDS_WEIGHT 0.3f
+#define RETR_OVERLAP_WORDS 32   /* distinct query words looked at */
+/* The share (0..1) of the distinct words of query (letters first, 3 characters or more, not a
+ * word any figure description uses: colours, "plot", "axis", "left"...) that are whole words of
+ * text, ignoring case; -1 when the query has none. Pure. */
+float retr_word_overlap(const char *query, const char *text);
 /* An image's score from its caption cosine and its pixel cosine (either < -1.5 = none):
  * the rule the image list and locate's page narrowing share. */
 float retr_image_score(float caption_cos, float pixel_cos);

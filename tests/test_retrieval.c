@@ -382,10 +382,44 @@ TEST(colour_words_lift_images) {
         retr_result res;
         CHECK_MSG(retr_search(r, cases[i].q, &o, &res, err, sizeof err) == 0, "%s", err);
         int64_t top = res.n == 2 ? res.hits[0].image_id : -1;
+        float added = res.n == 2 ? res.hits[0].colour - res.hits[1].colour : 0;
         retr_result_free(&res);
         CHECK_MSG(top == *cases[i].want, "'%s': image %lld first, not %lld", cases[i].q,
                   (long long)top, (long long)*cases[i].want);
+        CHECK_NEAR(added, RETR_COLOUR_WEIGHT, 1e-6);   /* reported for --explain */
     }
+    retr_free(r);
+    store_close(fx.s);
+}
+
+/* The share of a query's distinctive words found as whole words of an image's own text. */
+TEST(word_overlap) {
+    CHECK_NEAR(retr_word_overlap("survival curves by treatment", "Figure 2: Survival by TREATMENT group"), 1.0, 1e-6);
+    CHECK_NEAR(retr_word_overlap("survival and hazard", "Figure 2: survival rates"), 0.5, 1e-6);
+    CHECK_NEAR(retr_word_overlap("survival survival hazard", "hazards of survivalists"), 0.0, 1e-6);
+    CHECK_NEAR(retr_word_overlap("Survival", NULL), 0.0, 1e-6);
+    /* words any figure description uses, numbers, short words: nothing to look for */
+    CHECK(retr_word_overlap("a red plot with two thin lines, 2019", "plot 2019") == -1.0f);
+    CHECK(retr_word_overlap(NULL, "text") == -1.0f);
+}
+
+/* The image list adds the query's words found in an image's own text (its caption here). */
+TEST(image_words_in_own_text) {
+    fixture fx;
+    CHECK(fixture_open(&fx, "words") == 0);
+    char err[512];
+    retriever *r = make_retriever(fx.s, err, sizeof err);
+    CHECK_MSG(r, "%s", err);
+    retr_opts o;
+    retr_opts_default(&o);
+    o.sources = RETR_USE_IMAGE;
+    o.min_image_score = -1.0f;
+    retr_result res;
+    CHECK_MSG(retr_search(r, "apples and zebras", &o, &res, err, sizeof err) == 0, "%s", err);
+    CHECK_MSG(res.n == 2 && strstr(res.hits[0].text, "apples"), "%d hits", res.n);
+    CHECK_NEAR(res.hits[0].words, 0.5 * RETR_WORDS_WEIGHT, 1e-6);   /* apples, not zebras */
+    CHECK_NEAR(res.hits[1].words, 0.0, 1e-6);
+    retr_result_free(&res);
     retr_free(r);
     store_close(fx.s);
 }

@@ -285,37 +285,37 @@ TEST(pixels) {
  * caption says nothing. Not without the page, not when two pictures of the page look alike,
  * not for a description of something of another type, and not when a stated position is
  * unmet. (Figure vectors: text embeddings standing in for the figure encoder's.) */
+/* vpe_locate over the three regions of two_figures, on page pg (0 = any) */
+static int on_page(const vpe_region page[3], int32_t pg, const char *desc, vpe_result *r) {
+    vpe_options o;
+    vpe_options_default(&o);
+    o.page = pg;
+    char err[256];
+    return vpe_locate(get_vpe(), page, 3, desc, &o, r, err, sizeof err);
+}
+
 TEST(pixels_vouch_with_page) {
     NEED_MODEL();
     float vec[2 * 384];
-    char err[256];
     vpe_region page[3];
     CHECK(two_figures(page, "The next two figures belong to section 4.", vec) == 0);
-    vpe_options o;
-    vpe_options_default(&o);
-    o.page = 1;
     vpe_result r;
     const char *zigzag = "a zigzag drawing of resistors";
-    CHECK(vpe_locate(get_vpe(), page, 3, zigzag, &o, &r, err, sizeof err) == 0);
+    CHECK(on_page(page, 1, zigzag, &r) == 0);
     CHECK_MSG(r.index == 1 && r.found && r.confidence < 0.951f, "index %d found %d conf %.2f (%s)",
               r.index, r.found, r.confidence, r.why);
     CHECK(strstr(r.why, "pixels match"));
-    CHECK(vpe_locate(get_vpe(), page, 3, "the pie chart at the bottom of the page", &o, &r, err,
-                     sizeof err) == 0);
+    CHECK(on_page(page, 1, "the pie chart at the bottom of the page", &r) == 0);
     CHECK_MSG(r.index == 2 && r.found, "index %d found %d (%s)", r.index, r.found, r.why);
-    CHECK(vpe_locate(get_vpe(), page, 3, "the pie chart at the top of the page", &o, &r, err,
-                     sizeof err) == 0);
+    CHECK(on_page(page, 1, "the pie chart at the top of the page", &r) == 0);
     CHECK_MSG(!r.found, "an unmet position: found %d conf %.2f (%s)", r.found, r.confidence, r.why);
-    CHECK(vpe_locate(get_vpe(), page, 3, "a photograph of a red sports car", &o, &r, err,
-                     sizeof err) == 0);
+    CHECK(on_page(page, 1, "a photograph of a red sports car", &r) == 0);
     CHECK_MSG(!r.found, "absent: found %d index %d conf %.2f (%s)", r.found, r.index,
               r.confidence, r.why);
-    o.page = 0;
-    CHECK(vpe_locate(get_vpe(), page, 3, zigzag, &o, &r, err, sizeof err) == 0);
+    CHECK(on_page(page, 0, zigzag, &r) == 0);
     CHECK_MSG(r.index == 1 && !r.found, "no page: found %d (%s)", r.found, r.why);
-    o.page = 1;
     page[2].figure_vec = vec;   /* both look alike: neither is vouched for */
-    CHECK(vpe_locate(get_vpe(), page, 3, zigzag, &o, &r, err, sizeof err) == 0);
+    CHECK(on_page(page, 1, zigzag, &r) == 0);
     CHECK_MSG(!r.found, "rivals: found %d index %d (%s)", r.found, r.index, r.why);
 }
 
@@ -327,35 +327,31 @@ TEST(colours_rank_and_veto) {
     float vec[2 * 384], red[VISION_COLOUR_DIM] = {0}, blue[VISION_COLOUR_DIM] = {0};
     red[VISION_COLOUR_RED] = red[VISION_COLOUR_CHROMA] = 0.03f;
     blue[VISION_COLOUR_BLUE] = blue[VISION_COLOUR_CHROMA] = 0.03f;
-    char err[256];
     vpe_region page[3];
     CHECK(two_figures(page, "The next two figures belong to section 4.", vec) == 0);
-    vpe_options o;
-    vpe_options_default(&o);
-    o.page = 1;
     vpe_result r;
     page[1].colour = red;
     page[2].colour = blue;
-    const char *zig = "a zigzag drawing of resistors";
-    CHECK(vpe_locate(get_vpe(), page, 3, zig, &o, &r, err, sizeof err) == 0);
+    const char *red_zig = "a zigzag drawing of red resistors";
+    CHECK(on_page(page, 1, "a zigzag drawing of resistors", &r) == 0);
     CHECK_MSG(r.index == 1 && r.found, "no colour named: index %d found %d (%s)", r.index, r.found, r.why);
-    CHECK(vpe_locate(get_vpe(), page, 3, "a zigzag drawing of red resistors", &o, &r, err, sizeof err) == 0);
+    CHECK(on_page(page, 1, red_zig, &r) == 0);
     CHECK_MSG(r.index == 1 && r.found, "red: index %d found %d (%s)", r.index, r.found, r.why);
     page[1].colour = blue;
-    CHECK(vpe_locate(get_vpe(), page, 3, "a zigzag drawing of red resistors", &o, &r, err, sizeof err) == 0);
+    CHECK(on_page(page, 1, red_zig, &r) == 0);
     CHECK_MSG(!r.found, "red asked, blue shown: found %d index %d (%s)", r.found, r.index, r.why);
     /* alike pixels: the colour decides, and the one picture of the page that shows it is
      * vouched for; not when both show it */
     page[2].figure_vec = vec;
     page[1].colour = red;
     for (int k = 0; k < 2; k++) {
-        const char *d = k ? "a zigzag drawing of blue resistors" : "a zigzag drawing of red resistors";
-        CHECK(vpe_locate(get_vpe(), page, 3, d, &o, &r, err, sizeof err) == 0);
+        const char *d = k ? "a zigzag drawing of blue resistors" : red_zig;
+        CHECK(on_page(page, 1, d, &r) == 0);
         CHECK_MSG(r.index == 1 + k && r.found && strstr(r.why, "alone on the page shows the colours"),
                   "'%s': index %d found %d (%s)", d, r.index, r.found, r.why);
     }
     page[2].colour = red;
-    CHECK(vpe_locate(get_vpe(), page, 3, "a zigzag drawing of red resistors", &o, &r, err, sizeof err) == 0);
+    CHECK(on_page(page, 1, red_zig, &r) == 0);
     CHECK_MSG(!r.found, "both red: found %d index %d (%s)", r.found, r.index, r.why);
 }
 

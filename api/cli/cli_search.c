@@ -88,6 +88,9 @@ static json_t *hit_json(const retr_hit *h, int rank, int explain) {
         /* score fusion's dense inputs: the chunk's cosine and its best sentence's */
         json_object_set_new(src, "dense", h->dense > -1.5f ? json_real(h->dense) : json_null());
         json_object_set_new(src, "sentence", h->sentence > -1.5f ? json_real(h->sentence) : json_null());
+        /* the parts of the image score the query's colours and words added */
+        json_object_set_new(src, "colour", json_real(h->colour));
+        json_object_set_new(src, "words", json_real(h->words));
         json_object_set_new(o, "sources", src);
     }
     return o;
@@ -121,6 +124,8 @@ static void print_text(const char *q, const retr_result *res, int explain, retri
                 if (h->rank[s]) printf("%s #%d (%.3f)  ", src_name[s], h->rank[s], h->score[s]);
                 else printf("%s -  ", src_name[s]);
             }
+            if (h->colour > 0 || h->words > 0)
+                printf("(colour +%.2f, words +%.2f)", h->colour, h->words);
             printf("\n");
         }
     }
