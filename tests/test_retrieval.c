@@ -354,44 +354,6 @@ TEST(uncaptioned_image_cited_as_itself) {
     store_close(s);
 }
 
-/* A query that names a colour lifts the images whose stored colour profile shows it: two
- * images alike for the query's words, one red, one blue; each colour word puts its own first. */
-TEST(colour_words_lift_images) {
-    fixture fx;
-    CHECK(fixture_open(&fx, "colour") == 0);
-    store_image_row *im = NULL;
-    int32_t ni = 0;
-    CHECK(store_images_get(fx.s, fx.da, 0, &im, &ni) == STORE_OK && ni == 2);
-    float prof[2][VISION_COLOUR_DIM] = {{0}};
-    prof[0][VISION_COLOUR_BLUE] = prof[0][VISION_COLOUR_CHROMA] = 0.05f;
-    prof[1][VISION_COLOUR_RED] = prof[1][VISION_COLOUR_CHROMA] = 0.05f;
-    int64_t blue = im[0].idx == 0 ? im[0].id : im[1].id, red = im[0].idx == 0 ? im[1].id : im[0].id;
-    store_vec sv[2] = {{STORE_OWNER_IMAGE, blue, prof[0]}, {STORE_OWNER_IMAGE, red, prof[1]}};
-    store_images_free(im, ni);
-    CHECK(store_vectors_put(fx.s, "image", VISION_COLOUR_MODEL, VISION_COLOUR_DIM, sv, 2, NULL) == STORE_OK);
-    char err[512];
-    retriever *r = make_retriever(fx.s, err, sizeof err);
-    CHECK_MSG(r, "%s", err);
-    retr_opts o;
-    retr_opts_default(&o);
-    o.sources = RETR_USE_IMAGE;
-    o.min_image_score = -1.0f;
-    const struct { const char *q; const int64_t *want; } cases[] = {
-        {"the picture in red", &red}, {"the bluish picture", &blue}};
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        retr_result res;
-        CHECK_MSG(retr_search(r, cases[i].q, &o, &res, err, sizeof err) == 0, "%s", err);
-        int64_t top = res.n == 2 ? res.hits[0].image_id : -1;
-        float added = res.n == 2 ? res.hits[0].colour - res.hits[1].colour : 0;
-        retr_result_free(&res);
-        CHECK_MSG(top == *cases[i].want, "'%s': image %lld first, not %lld", cases[i].q,
-                  (long long)top, (long long)*cases[i].want);
-        CHECK_NEAR(added, RETR_COLOUR_WEIGHT, 1e-6);   /* reported for --explain */
-    }
-    retr_free(r);
-    store_close(fx.s);
-}
-
 /* The share of a query's distinctive words found as whole words of an image's own text. */
 TEST(word_overlap) {
     CHECK_NEAR(retr_word_overlap("survival curves by treatment", "Figure 2: Survival by TREATMENT group"), 1.0, 1e-6);
@@ -403,10 +365,12 @@ TEST(word_overlap) {
     CHECK(retr_word_overlap(NULL, "text") == -1.0f);
 }
 
-/* The image list adds the query's words found in an image's own text (its caption here). */
-TEST(image_words_in_own_text) {
+/* The image list adds what the vectors blur: the query's words found in an image's own text
+ * (its caption here), and the colours it names that the image's stored profile shows (two
+ * images alike for the query's words, one red, one blue: each colour puts its own first). */
+TEST(image_list_words_and_colours) {
     fixture fx;
-    CHECK(fixture_open(&fx, "words") == 0);
+    CHECK(fixture_open(&fx, "imlist") == 0);
     char err[512];
     retriever *r = make_retriever(fx.s, err, sizeof err);
     CHECK_MSG(r, "%s", err);
@@ -420,6 +384,28 @@ TEST(image_words_in_own_text) {
     CHECK_NEAR(res.hits[0].words, 0.5 * RETR_WORDS_WEIGHT, 1e-6);   /* apples, not zebras */
     CHECK_NEAR(res.hits[1].words, 0.0, 1e-6);
     retr_result_free(&res);
+
+    store_image_row *im = NULL;
+    int32_t ni = 0;
+    CHECK(store_images_get(fx.s, fx.da, 0, &im, &ni) == STORE_OK && ni == 2);
+    float prof[2][VISION_COLOUR_DIM] = {{0}};
+    prof[0][VISION_COLOUR_BLUE] = prof[0][VISION_COLOUR_CHROMA] = 0.05f;
+    prof[1][VISION_COLOUR_RED] = prof[1][VISION_COLOUR_CHROMA] = 0.05f;
+    int64_t blue = im[0].idx == 0 ? im[0].id : im[1].id, red = im[0].idx == 0 ? im[1].id : im[0].id;
+    store_vec sv[2] = {{STORE_OWNER_IMAGE, blue, prof[0]}, {STORE_OWNER_IMAGE, red, prof[1]}};
+    store_images_free(im, ni);
+    CHECK(store_vectors_put(fx.s, "image", VISION_COLOUR_MODEL, VISION_COLOUR_DIM, sv, 2, NULL) == STORE_OK);
+    const struct { const char *q; const int64_t *want; } cases[] = {
+        {"the picture in red", &red}, {"the bluish picture", &blue}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        CHECK_MSG(retr_search(r, cases[i].q, &o, &res, err, sizeof err) == 0, "%s", err);
+        int64_t top = res.n == 2 ? res.hits[0].image_id : -1;
+        float added = res.n == 2 ? res.hits[0].colour - res.hits[1].colour : 0;
+        retr_result_free(&res);
+        CHECK_MSG(top == *cases[i].want, "'%s': image %lld first, not %lld", cases[i].q,
+                  (long long)top, (long long)*cases[i].want);
+        CHECK_NEAR(added, RETR_COLOUR_WEIGHT, 1e-6);   /* reported for --explain */
+    }
     retr_free(r);
     store_close(fx.s);
 }
