@@ -66,7 +66,7 @@
  * and 2 more absent and 2 more wrong: precision first. */
 #define COL_WEIGHT 1.0f
 #define COL_VOUCH 0.5f          /* the best named colour's match a vouched picture needs */
-#define VOUCH_COL_FIG 0.03f
+#define VOUCH_COL_FIG 0.03f     /* the figure cosine the colour route needs */
 
 /* The figure types, one prompt each: the same as vision/train/figtypes.py (the figure
  * encoder's zero-shot type evaluation; test_vpe type_prompts_match_figtypes checks). */

@@ -181,8 +181,7 @@ static const char *figure_model(void) {
 
 /* Per candidate: the stored cosine with the description (text or caption vector; an image
  * adds its pixel cosine and its colour match as the image list does), 2 when it carries the
- * asked label. Returns the
- * number of candidates that had a vector. */
+ * asked label. Returns the number of candidates that had a vector. */
 static int32_t score_cands(store *s, textenc *te, const locate_cands *c, const vpe_scope *sc,
                            const float *q, uint32_t colours, float *score) {
     int32_t dim = textenc_dim(te), have = 0;
