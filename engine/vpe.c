@@ -470,13 +470,11 @@ static float similarity(const float *qv, const char *qwords, const float *tv, co
 static int colour_unique(const vpe_region *c, int32_t n, const uint8_t *elig, int32_t best,
                          uint32_t colours) {
     const vpe_region *b = &c[best];
-    if (!(colours & ~VISION_COLOUR_MONO) || !b->colour ||
-        vision_colour_match(colours & ~VISION_COLOUR_MONO, b->colour) < 1.0f)
-        return 0;
+    uint32_t hues = colours & ~VISION_COLOUR_MONO;
+    if (!hues || !b->colour || vision_colour_match(hues, b->colour) < 1.0f) return 0;
     for (int32_t i = 0; i < n; i++)
         if (elig[i] && i != best && c[i].colour && c[i].page == b->page &&
-            vpe_iou(c[i].box, b->box) <= 0.5f &&
-            vision_colour_match(colours & ~VISION_COLOUR_MONO, c[i].colour) >= 1.0f)
+            vpe_iou(c[i].box, b->box) <= 0.5f && vision_colour_match(hues, c[i].colour) >= 1.0f)
             return 0;
     return 1;
 }
