@@ -64,6 +64,8 @@ typedef struct {
     int n_chars;
     ing_region *regions;
     int n_regions, cap_regions;
+    ingest_box *charts;          /* charts of samples, kept where no figure lies (ingest-figures.c) */
+    int n_charts;
     ing_block *blocks;
     int n_blocks;
     float body_size;

@@ -296,6 +296,7 @@ void ingest_pagectx_clear(ing_pagectx *pc) {
     free(pc->frags);
     free(pc->chars);
     free(pc->regions);
+    free(pc->charts);
     free(pc->blocks);
     if (pc->img_map) poppler_page_free_image_mapping(pc->img_map);
     memset(pc, 0, sizeof *pc);

@@ -6,7 +6,7 @@ reportlab-userguide.pdf (python-reportlab-doc), labelled by a person from the pi
 an appearance description that avoids caption words, the box). These two packages are
 reserved for evaluation: nothing was trained or tuned on them.
 
-  /usr/bin/python3 scripts/eval_figures.py BUILD MODELS [--dev | --dev-r | --dev-manuals] [--quick]
+  /usr/bin/python3 scripts/eval_figures.py BUILD MODELS [--dev | --dev-r | --dev-manuals | --dev-more] [--quick]
       (fetches the .debs with apt)
   /usr/bin/python3 scripts/eval_figures.py --fetch-r DIR   (only fetch the R vignettes into DIR:
       those of r_figures.json and of r_more_figures.json, for training)
@@ -17,7 +17,9 @@ split of vision/train/r_figures.json (R vignettes of the survival and vcd packag
 eye on the page, captioned or not; the detector was tuned on it, the encoder never trained on
 it; the .debs are fetched with apt). --dev-manuals measures vision/train/manual_figures.json
 (the Asymptote manual, four Graphviz guides, the GLE and the PyX manuals, boxed by eye; the
-detector and locate's vouching were tuned on it, the encoder never trained on it). --quick skips the run without the figure encoder.
+detector and locate's vouching were tuned on it, the encoder never trained on it). --dev-more
+measures vision/train/more_figures.json (the Gri, PSPP, ngspice manuals and a Maxima book,
+boxed by eye in stop 37, before any mmrag run on them). --quick skips the run without the figure encoder.
 
 Prints, with the figure encoder and without it (MMRAG_FIGENC=none):
   - detection: labelled figures whose box mmrag's ingest found (an image with IoU >= 0.5);
@@ -48,7 +50,8 @@ DEV_LABELS = os.path.join(ROOT, "vision", "train", "dev_figures.json")
 R_LABELS = os.path.join(ROOT, "vision", "train", "r_figures.json")
 R_MORE = os.path.join(ROOT, "vision", "train", "r_more_figures.json")  # training only
 BOXED = {"r": (R_LABELS, "eval-figures-r"),   # dev sets boxed by eye on their pages
-         "manuals": (os.path.join(ROOT, "vision", "train", "manual_figures.json"), "eval-figures-manuals")}
+         "manuals": (os.path.join(ROOT, "vision", "train", "manual_figures.json"), "eval-figures-manuals"),
+         "more": (os.path.join(ROOT, "vision", "train", "more_figures.json"), "eval-figures-more")}
 
 
 def fetch(pdfs, cache):
@@ -89,7 +92,7 @@ def run(cmd, env=None):
 
 def load_set(dev):
     """(figures, {pdf name: path}, db dir) of the reserved set, or of a dev set (--dev, --dev-r,
-    --dev-manuals)."""
+    --dev-manuals, --dev-more)."""
     cache = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "mmrag")
     if dev in BOXED:
         path, sub = BOXED[dev]
@@ -140,7 +143,7 @@ def main():
         return
     build, models = sys.argv[1], sys.argv[2]
     opts = sys.argv[3:]
-    dev = "r" if "--dev-r" in opts else "manuals" if "--dev-manuals" in opts else "--dev" in opts
+    dev = next((k for k in BOXED if f"--dev-{k}" in opts), "--dev" in opts)
     mm = os.path.join(build, "mmrag")
     figs, pdfs, db = load_set(dev)
     env = dict(os.environ, MMRAG_MODELS=models)

@@ -1017,6 +1017,60 @@ TEST(listing_frame_over_drawing) {
     ingest_doc_free(d);
 }
 
+/* Body text above and below a chart of named colours: three columns of eight swatches
+ * (10 x 9 pt, stacked), each with its name beside it, no caption (page 1); the same
+ * swatches where each name holds a digit, as a formula's or an index's cells do (page 2);
+ * the chart of page 1 over a caption (page 3). */
+static void write_sample_chart_pdf(const char *path) {
+    static const char *const hue[8] = {"red", "orange", "yellow", "green", "cyan", "blue", "purple", "brown"};
+    static const char *const tone[3] = {"light", "medium", "dark"};
+    cairo_t *cr = letter_pdf(path);
+    for (int page = 0; page < 3; page++) {
+        cairo_set_font_size(cr, 10);
+        cairo_move_to(cr, 72, 100);
+        cairo_show_text(cr, "These named colours are defined in the module, and each of them takes a pen.");
+        cairo_set_font_size(cr, 8);
+        for (int c = 0; c < 3; c++)
+            for (int r = 0; r < 8; r++) {
+                double x = 120 + 120 * c, y = 140 + 9 * r, k = 0.35 + 0.25 * c;
+                cairo_set_source_rgb(cr, k * (r % 3 == 0), k * (r % 3 == 1), k * (r % 3 == 2) + 0.1 * c);
+                cairo_rectangle(cr, x, y, 10, 9);
+                cairo_fill(cr);
+                cairo_set_source_rgb(cr, 0, 0, 0);
+                char name[32];
+                if (page == 1) snprintf(name, sizeof name, "%s %d", tone[c], r + 1);
+                else snprintf(name, sizeof name, "%s%s", tone[c], hue[r]);
+                cairo_move_to(cr, x + 14, y + 7.5);
+                cairo_show_text(cr, name);
+            }
+        cairo_set_font_size(cr, 10);
+        if (page == 2) {
+            cairo_move_to(cr, 200, 232);
+            cairo_show_text(cr, "Figure 2: The named colours.");
+        }
+        cairo_move_to(cr, 72, 270);
+        cairo_show_text(cr, "The structure pen defines the basic pen of every drawing made in the module.");
+        cairo_show_page(cr);
+    }
+    cairo_destroy(cr);   /* the last reference: the PDF is written */
+}
+
+/* A chart of samples under the size of a figure, named beside them, is one figure with its
+ * names, caption or not (a caption under it is its caption); the same layout with numbers
+ * for names is none. */
+TEST(chart_of_samples) {
+    char err[512];
+    ingest_doc *d = NULL;
+    open_fixture(test_failed_, "samples", write_sample_chart_pdf, &d);
+    check_page_figure(test_failed_, d, 1, (ingest_box){120, 140, 420, 212}, 0.006, NULL);
+    ingest_page *pg = NULL;
+    CHECK(d && ingest_doc_page(d, 2, &pg, err, sizeof err) == 0 && pg);
+    CHECK_MSG(pg && pg->n_images == 0, "page 2: %d images", pg ? (int)pg->n_images : -1);
+    ingest_page_free(pg);
+    check_page_figure(test_failed_, d, 3, (ingest_box){120, 140, 420, 212}, 0.006, "Figure 2:");
+    ingest_doc_free(d);
+}
+
 static void expect_bad(int *test_failed_, const char *file, int want) {
     char path[2048], err[512];
     snprintf(path, sizeof path, "%s/%s", bad_dir, file);
