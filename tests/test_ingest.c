@@ -645,6 +645,15 @@ static void check_page_figure(int *test_failed_, ingest_doc *d, int page, ingest
     ingest_page_free(pg);
 }
 
+/* Page `page` of d holds no image (`what` says what it holds instead). */
+static void check_page_no_figure(int *test_failed_, ingest_doc *d, int page, const char *what) {
+    char err[512];
+    ingest_page *pg = NULL;
+    CHECK(d && ingest_doc_page(d, page, &pg, err, sizeof err) == 0 && pg);
+    if (pg) CHECK_MSG(pg->n_images == 0, "page %d: %d images in %s", page, (int)pg->n_images, what);
+    ingest_page_free(pg);
+}
+
 /* A caption far under its figure (notes between) still finds it, and the figure's pieces
  * become one image; a heading between a drawing and a caption keeps them apart: the lone
  * drawing is an image of its own, without that caption. */
@@ -755,17 +764,13 @@ static void write_graphics_pdf(const char *path) {
  * code or a ruled table of numbers is no image. A plot's box takes its tick labels and axis
  * title (part of the picture a reader sees), not the running text under it. */
 TEST(graphics_without_captions) {
-    char err[512];
     ingest_doc *d = NULL;
     open_fixture(test_failed_, "graphics", write_graphics_pdf, &d);
     static const ingest_box want[4] = {{138, 120, 400, 290}, {88, 120, 505, 270}, {0, 0, 0, 0}, {138, 147, 457, 378}};
     static const double tol[4] = {0.02, 0.02, 0, 0.006};
     for (int p = 1; p <= 4 && d; p++)
         if (p != 3) check_page_figure(test_failed_, d, p, want[p - 1], tol[p - 1], NULL);
-    ingest_page *pg = NULL;
-    CHECK(d && ingest_doc_page(d, 3, &pg, err, sizeof err) == 0 && pg);
-    CHECK_MSG(pg->n_images == 0, "page 3: %d images in a code frame and a ruled table", (int)pg->n_images);
-    ingest_page_free(pg);
+    check_page_no_figure(test_failed_, d, 3, "a code frame and a ruled table");
     ingest_doc_free(d);
 }
 
@@ -796,14 +801,10 @@ static void write_ruled_pdf(const char *path) {
 }
 
 TEST(ruled_figure) {
-    char err[512];
     ingest_doc *d = NULL;
     open_fixture(test_failed_, "ruled", write_ruled_pdf, &d);
     check_page_figure(test_failed_, d, 1, (ingest_box){100, 150, 500, 300}, 0.01, "Figure 3:");
-    ingest_page *pg = NULL;
-    CHECK(d && ingest_doc_page(d, 2, &pg, err, sizeof err) == 0 && pg);
-    if (pg) CHECK_MSG(pg->n_images == 0, "%d images under a single rule", (int)pg->n_images);
-    ingest_page_free(pg);
+    check_page_no_figure(test_failed_, d, 2, "a page with a caption under a single rule");
     ingest_doc_free(d);
 }
 
@@ -1059,14 +1060,10 @@ static void write_sample_chart_pdf(const char *path) {
  * names, caption or not (a caption under it is its caption); the same layout with numbers
  * for names is none. */
 TEST(chart_of_samples) {
-    char err[512];
     ingest_doc *d = NULL;
     open_fixture(test_failed_, "samples", write_sample_chart_pdf, &d);
     check_page_figure(test_failed_, d, 1, (ingest_box){120, 140, 420, 212}, 0.006, NULL);
-    ingest_page *pg = NULL;
-    CHECK(d && ingest_doc_page(d, 2, &pg, err, sizeof err) == 0 && pg);
-    CHECK_MSG(pg && pg->n_images == 0, "page 2: %d images", pg ? (int)pg->n_images : -1);
-    ingest_page_free(pg);
+    check_page_no_figure(test_failed_, d, 2, "swatches named with numbers");
     check_page_figure(test_failed_, d, 3, (ingest_box){120, 140, 420, 212}, 0.006, "Figure 2:");
     ingest_doc_free(d);
 }
