@@ -233,6 +233,28 @@ TEST(parse_directions_and_modifiers) {
     CHECK(q.kind_primary == (1u << VPE_KIND_TEXT));
 }
 
+/* In a description of how a picture looks (drawn things, colours), a title, a legend, text
+ * or a grid are its parts, not kinds of region; without such cues they still name kinds */
+TEST(parse_picture_parts) {
+    vpe_query q;
+    vpe_query_parse("a plot of two curves with a legend and a title", &q);
+    CHECK(q.kind_primary == (1u << VPE_KIND_FIGURE));
+    vpe_query_parse("five groups of bars with a title", &q);
+    CHECK(q.kind_primary == 0);
+    vpe_query_parse("light green disc with black title text", &q);
+    CHECK(q.kind_primary == 0);
+    vpe_query_parse("red text on a grid", &q);
+    CHECK(q.kind_primary == 0);
+    vpe_query_parse("the title", &q);
+    CHECK(q.kind_primary == (1u << VPE_KIND_HEADING));
+    vpe_query_parse("the legend of figure 2", &q);
+    CHECK(q.kind_primary & (1u << VPE_KIND_CAPTION));
+    vpe_query_parse("the text under the chart", &q);
+    CHECK(q.kind_primary == (1u << VPE_KIND_TEXT));
+    vpe_query_parse("the table with red text", &q);
+    CHECK(q.kind_primary == (1u << VPE_KIND_TABLE));
+}
+
 /* The figure term: an appearance description ranks first the figure whose pixels (its
  * figure vector) match, over a paragraph that names the same things and a figure that
  * looks different. It ranks but does not vouch: with captions that say nothing, the
