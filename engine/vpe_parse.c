@@ -1,8 +1,8 @@
 /* engine/vpe_parse.c — turn a region description into constraints (engine/vpe_internal.h).
  * Plain word lists, no grammar: kind nouns (parts of a picture when the description says
- * how it looks), "figure N" labels, "page N", ordinals that
- * precede a kind noun, top/bottom/left/right of the page, and a relation word followed
- * by a determiner ("below the ...") whose following words name the anchor region. */
+ * how it looks), "figure N" labels, "page N", ordinals that precede a kind noun,
+ * top/bottom/left/right of the page, and a relation word followed by a determiner
+ * ("below the ...") whose following words name the anchor region. */
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,10 +72,10 @@ int vpe_kind_word(const char *w, uint32_t *primary, uint32_t *secondary) {
 
 /* Words that name a kind of region but, in a description of how a picture looks, name a
  * part of it: "a plot with a legend and a title", "red text labels on a grid". Read as
- * kinds, they sent 76 of 503 dev descriptions of figures to text, headings, captions or
- * tables (6 now). On the three dev sets with the page (manuals, R, texlive: 440 figures):
- * VPE hits 302 -> 339, right answers 152 -> 172, wrong 10 -> 11, absent descriptions
- * found 21 -> 23. */
+ * kinds, they sent 76 of the 503 descriptions of our four dev sets' figures to text,
+ * headings, captions or tables (6 now). On the three dev sets with the page (manuals, R,
+ * texlive: 440 figures): VPE hits 302 -> 339, right answers 152 -> 172, wrong 10 -> 11,
+ * absent descriptions found 21 -> 23. */
 static const char *const picture_parts[] = {"legend", "grid", "title", "titles", "text",
                                             "header", "block", "blocks", NULL};
 /* Nouns of what pictures are drawn with: a description that uses one (or names a colour)
