@@ -74,14 +74,14 @@ int vpe_kind_word(const char *w, uint32_t *primary, uint32_t *secondary) {
  * part of it: "a plot with a legend and a title", "red text labels on a grid". Read as
  * kinds, they sent 76 of the 503 descriptions of our four dev sets' figures to text,
  * headings, captions or tables (6 now). On the three dev sets with the page (manuals, R,
- * texlive: 440 figures): VPE hits 302 -> 339, right answers 152 -> 172, wrong 10 -> 11,
+ * texlive: 440 figures): VPE hits 302 -> 338, right answers 152 -> 172, wrong 10 -> 11,
  * absent descriptions found 21 -> 23. */
 static const char *const picture_parts[] = {"legend", "grid", "title", "titles", "text",
                                             "header", "block", "blocks", NULL};
 /* Nouns of what pictures are drawn with: a description that uses one (or names a colour)
  * describes a picture's look. */
 static const char *const drawn[] = {"axis", "axes", "tick", "ticks", "bar", "bars", "curve",
-                                    "curves", "line", "lines", "marker", "markers", "dot",
+                                    "curves", "marker", "markers", "dot",
                                     "dots", "arrow", "arrows", "node", "nodes", "circle",
                                     "circles", "ellipse", "square", "squares", "disc",
                                     "shape", "shapes", "screenshot", "window", "windows",

@@ -251,6 +251,8 @@ TEST(parse_picture_parts) {
     CHECK(q.kind_primary & (1u << VPE_KIND_CAPTION));
     vpe_query_parse("the text under the chart", &q);
     CHECK(q.kind_primary == (1u << VPE_KIND_TEXT));
+    vpe_query_parse("the last line of text", &q);   /* a line of text is not a drawn line */
+    CHECK(q.kind_primary == (1u << VPE_KIND_TEXT));
     vpe_query_parse("the table with red text", &q);
     CHECK(q.kind_primary == (1u << VPE_KIND_TABLE));
 }
