@@ -19,7 +19,7 @@ it; the .debs are fetched with apt). --dev-manuals measures vision/train/manual_
 (the Asymptote manual, four Graphviz guides, the GLE and the PyX manuals, boxed by eye; the
 detector and locate's vouching were tuned on it, the encoder never trained on it). --dev-more
 measures vision/train/more_figures.json (the Gri, PSPP, ngspice manuals and a Maxima book,
-boxed by eye in stop 37, before any mmrag run on them). --quick skips the run without the figure encoder.
+boxed by eye in stop 37 by helpers who saw no mmrag output). --quick skips the run without the figure encoder.
 
 Prints, with the figure encoder and without it (MMRAG_FIGENC=none):
   - detection: labelled figures whose box mmrag's ingest found (an image with IoU >= 0.5);
