@@ -450,18 +450,22 @@ static int root_of(int *up, int i) {
     return i;
 }
 
+/* the height a and b share (negative when they lie apart) */
+static float shared_height(ingest_box a, ingest_box b) {
+    return ing_minf(a.y1, b.y1) - ing_maxf(a.y0, b.y0);
+}
+
 /* 1 when line t may name sample b: beside it (most of its height level with b), at most
  * SAMPLE_GAP_PT away */
 static int names(ingest_box b, ingest_box t) {
-    float level = ing_minf(b.y1, t.y1) - ing_maxf(b.y0, t.y0);
-    return level >= 0.5f * (t.y1 - t.y0) && ing_box_dist(b, t) <= SAMPLE_GAP_PT;
+    return shared_height(b, t) >= 0.5f * (t.y1 - t.y0) && ing_box_dist(b, t) <= SAMPLE_GAP_PT;
 }
 
 /* 1 when a and b stand side by side: most of the shorter one's height beside the other,
  * at most SAMPLE_COLS_PT apart */
 static int side_by_side(ingest_box a, ingest_box b) {
-    float shared = ing_minf(a.y1, b.y1) - ing_maxf(a.y0, b.y0);
-    return shared >= 0.5f * ing_minf(a.y1 - a.y0, b.y1 - b.y0) && ing_box_dist(a, b) <= SAMPLE_COLS_PT;
+    return shared_height(a, b) >= 0.5f * ing_minf(a.y1 - a.y0, b.y1 - b.y0) &&
+           ing_box_dist(a, b) <= SAMPLE_COLS_PT;
 }
 
 /* Joins the sets of i and j; returns 1 when they were apart. */
@@ -700,6 +704,13 @@ static void fix_turned_rasters(ing_pagectx *pc, const unsigned char *px, int pw,
     free(row);
 }
 
+/* 1 when b overlaps any region of the page */
+static int touches_region(const ing_pagectx *pc, ingest_box b) {
+    for (int r = 0; r < pc->n_regions; r++)
+        if (overlap_area(pc->regions[r].b, b) > 0) return 1;
+    return 0;
+}
+
 /* Keeps the charts of samples smp[0..ns) form (see sample_charts) that hold no bigger ink
  * (a bitmap, a drawing, a rule or a shaded band: then the samples are part of something
  * else) for the end of the caption pairing, which adds those that no figure overlaps. */
@@ -709,12 +720,8 @@ static int find_sample_charts(ing_pagectx *pc, const ingest_box *smp, int ns) {
     pc->charts = malloc(sizeof *pc->charts * (size_t)ns);
     int n = pc->charts ? sample_charts(pc, smp, ns, pc->charts) : -1;
     if (n < 0) return INGEST_ERR_NOMEM;
-    for (int c = 0; c < n; c++) {
-        int clear = 1;
-        for (int r = 0; r < pc->n_regions && clear; r++)
-            clear = overlap_area(pc->regions[r].b, pc->charts[c]) <= 0;
-        if (clear) pc->charts[pc->n_charts++] = pc->charts[c];
-    }
+    for (int c = 0; c < n; c++)
+        if (!touches_region(pc, pc->charts[c])) pc->charts[pc->n_charts++] = pc->charts[c];
     return 0;
 }
 
@@ -1278,10 +1285,8 @@ static void absorb_labels(ing_pagectx *pc) {
 static void add_sample_charts(ing_pagectx *pc) {
     for (int c = 0; c < pc->n_charts; c++) {
         ingest_box b = pc->charts[c];
-        int taken = 0, cap = -1;
-        for (int r = 0; r < pc->n_regions && !taken; r++)
-            taken = overlap_area(pc->regions[r].b, b) > 0;
-        if (taken) continue;
+        int cap = -1;
+        if (touches_region(pc, b)) continue;
         float best = CAPTION_GAP_PT + 1;
         for (int f = 0; f < pc->n_frags; f++) {
             float d = pc->frags[f].caption_kind == 1 ? caption_distance(b, pc->frags[f].b) : -1;
