@@ -689,7 +689,9 @@ TEST(far_caption_and_figure_parts) {
  * side by side, 45 pt apart with tick labels between, under one caption. Page 3: a frame
  * around lines of code, and a ruled table of numbers: text, not pictures. Page 4: a plot as
  * R draws it: 9 pt tick labels set 2 pt under its frame (their line ends 12 pt under it),
- * an axis title under them, running text further down. */
+ * an axis title under them, running text further down. Page 5: twin plots under one
+ * caption, their frames 70 pt apart with the left one's key scale and the right one's tick
+ * labels between. */
 static void draw_plot(cairo_t *cr, double x, double y, double w, double h) {
     cairo_set_line_width(cr, 1);
     cairo_rectangle(cr, x, y, w, h);
@@ -757,18 +759,33 @@ static void write_graphics_pdf(const char *path) {
     cairo_set_font_size(cr, 10);
     cairo_move_to(cr, 72, 430);
     cairo_show_text(cr, "The response falls off after the first swing, and the text goes on below the plot.");
+    cairo_show_page(cr);
+    draw_plot(cr, 90, 120, 150, 140);           /* frames 90..240 and 310..460, 70 pt apart */
+    draw_plot(cr, 310, 120, 150, 140);
+    cairo_set_font_size(cr, 7);
+    for (int i = 0; i < 5; i++) {               /* the left plot's colour key scale */
+        char lab[8];
+        snprintf(lab, sizeof lab, "%.2f", i * 0.25);
+        cairo_move_to(cr, 246, 258 - 34 * i);
+        cairo_show_text(cr, lab);
+    }
+    cairo_set_font_size(cr, 10);
+    cairo_move_to(cr, 170, 300);
+    cairo_show_text(cr, "Figure 6: Left, shading by cut-off points; right, continuous shading.");
     cairo_destroy(cr);   /* the last reference: the PDF is written */
 }
 
-/* A plot is found without a caption, side-by-side panels are one image, and a frame around
+/* A plot is found without a caption, side-by-side panels are one image (also when only their
+ * labels close the gap between them), and a frame around
  * code or a ruled table of numbers is no image. A plot's box takes its tick labels and axis
  * title (part of the picture a reader sees), not the running text under it. */
 TEST(graphics_without_captions) {
     ingest_doc *d = NULL;
     open_fixture(test_failed_, "graphics", write_graphics_pdf, &d);
-    static const ingest_box want[4] = {{138, 120, 400, 290}, {88, 120, 505, 270}, {0, 0, 0, 0}, {138, 147, 457, 378}};
-    static const double tol[4] = {0.02, 0.02, 0, 0.006};
-    for (int p = 1; p <= 4 && d; p++)
+    static const ingest_box want[5] = {{138, 120, 400, 290}, {88, 120, 505, 270}, {0, 0, 0, 0},
+                                       {138, 147, 457, 378}, {78, 120, 465, 270}};
+    static const double tol[5] = {0.02, 0.02, 0, 0.006, 0.02};
+    for (int p = 1; p <= 5 && d; p++)
         if (p != 3) check_page_figure(test_failed_, d, p, want[p - 1], tol[p - 1], NULL);
     check_page_no_figure(test_failed_, d, 3, "a code frame and a ruled table");
     ingest_doc_free(d);
