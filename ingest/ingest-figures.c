@@ -23,7 +23,7 @@
  * panels side by side (the same height, widths alike) are measured again once their labels
  * are in their boxes (a colour key's scale between them): on the R vignettes boxed by eye
  * (both splits) 281 -> 286 of 309 found, on the manuals 163 -> 164 of 192, the other dev sets
- * the same. On ~1,000 dev PDFs (898 texlive documents, 99 R vignettes, Debian manuals) 31
+ * the same. On ~1,000 dev PDFs (898 texlive documents, 99 R vignettes, Debian manuals) 29
  * pages changed, seen by eye: mostly the panels of one figure ("(a)" and "(b)", two plots
  * under one caption); on four pages of a catalogue of named drawings (featpost's Exemplifier)
  * neighbours now pair, as join_panels already paired others there.
