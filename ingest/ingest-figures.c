@@ -475,12 +475,21 @@ static int side_by_side(ingest_box a, ingest_box b) {
            ing_box_dist(a, b) <= SAMPLE_COLS_PT;
 }
 
+/* Joins the sets of i and j, the lower root staying the root: the root that joined it, or
+ * -1 when they were one set already. */
+static int unite(int *up, int i, int j) {
+    int a = root_of(up, i), b = root_of(up, j);
+    if (a == b) return -1;
+    if (b < a) { int t = a; a = b; b = t; }
+    up[b] = a;
+    return b;
+}
+
 /* Joins the sets of i and j; returns 1 when they were apart. */
 static int join_roots(int *up, ingest_box *u, int *n_smp, int *n_name, int i, int j) {
-    int a = root_of(up, i), b = root_of(up, j);
-    if (a == b) return 0;
-    if (b < a) { int t = a; a = b; b = t; }   /* the lower index stays the root */
-    up[b] = a;
+    int b = unite(up, i, j);
+    if (b < 0) return 0;
+    int a = up[b];
     u[a] = ing_box_union(u[a], u[b]);
     n_smp[a] += n_smp[b];
     n_name[a] += n_name[b];
@@ -1238,12 +1247,9 @@ static void join_twins(ing_pagectx *pc) {
     int *caps = up + n;
     for (int i = 0; i < n; i++) up[i] = i, caps[i] = 0;
     for (int r = 0; r < n; r++)
-        for (int q = r + 1; q < n; q++) {
-            int a = root_of(up, r), b = root_of(up, q);
-            if (a == b || !twins(pc, &pc->regions[r], &pc->regions[q])) continue;
-            if (b < a) { int t = a; a = b; b = t; }
-            up[b] = a;
-        }
+        for (int q = r + 1; q < n; q++)
+            if (root_of(up, r) != root_of(up, q) && twins(pc, &pc->regions[r], &pc->regions[q]))
+                unite(up, r, q);
     for (int i = 0; i < n; i++) caps[root_of(up, i)] += pc->regions[i].caption_frag >= 0;
     for (int i = 0; i < n; i++) {   /* the lowest index of a row (its root) takes the others */
         int a = root_of(up, i);
