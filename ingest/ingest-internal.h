@@ -23,6 +23,7 @@ typedef struct {
     int region;         /* index into page regions (figure/table) or -1 */
     int col;            /* reading-order group: 2*section (+column) */
     int block;          /* block index after blocking */
+    int mono;           /* 1 when most of its characters are set in a typewriter face */
 } ing_frag;
 
 typedef struct {

@@ -6,7 +6,8 @@ reportlab-userguide.pdf (python-reportlab-doc), labelled by a person from the pi
 an appearance description that avoids caption words, the box). These two packages are
 reserved for evaluation: nothing was trained or tuned on them.
 
-  /usr/bin/python3 scripts/eval_figures.py BUILD MODELS [--dev | --dev-r | --dev-manuals | --dev-more] [--quick]
+  /usr/bin/python3 scripts/eval_figures.py BUILD MODELS [--dev | --dev-r | --dev-manuals | --dev-more |
+      --dev-captioned] [--quick]
       (fetches the .debs with apt)
   /usr/bin/python3 scripts/eval_figures.py --fetch-r DIR   (only fetch the R vignettes into DIR:
       those of r_figures.json and of r_more_figures.json, for training)
@@ -19,7 +20,11 @@ it; the .debs are fetched with apt). --dev-manuals measures vision/train/manual_
 (the Asymptote manual, four Graphviz guides, the GLE and the PyX manuals, boxed by eye; the
 detector and locate's vouching were tuned on it, the encoder never trained on it). --dev-more
 measures vision/train/more_figures.json (the Gri, PSPP, ngspice manuals and a Maxima book,
-boxed by eye in stop 37 by helpers who saw no mmrag output). --quick skips the run without the figure encoder.
+boxed by eye in stop 37 by helpers who saw no mmrag output). --dev-captioned measures
+vision/train/captioned_figures.json (120 texlive pages picked at random among those holding a
+"Figure N" caption line, boxed by eye in stop 39 by helpers who saw no mmrag output: caption-
+driven detection; the encoder's fine-tuning read other documents of these packages).
+--quick skips the run without the figure encoder.
 
 Prints, with the figure encoder and without it (MMRAG_FIGENC=none):
   - detection: labelled figures whose box mmrag's ingest found (an image with IoU >= 0.5);
@@ -51,7 +56,8 @@ R_LABELS = os.path.join(ROOT, "vision", "train", "r_figures.json")
 R_MORE = os.path.join(ROOT, "vision", "train", "r_more_figures.json")  # training only
 BOXED = {"r": (R_LABELS, "eval-figures-r"),   # dev sets boxed by eye on their pages
          "manuals": (os.path.join(ROOT, "vision", "train", "manual_figures.json"), "eval-figures-manuals"),
-         "more": (os.path.join(ROOT, "vision", "train", "more_figures.json"), "eval-figures-more")}
+         "more": (os.path.join(ROOT, "vision", "train", "more_figures.json"), "eval-figures-more"),
+         "captioned": (os.path.join(ROOT, "vision", "train", "captioned_figures.json"), "eval-figures-captioned")}
 
 
 def fetch(pdfs, cache):
@@ -92,7 +98,7 @@ def run(cmd, env=None):
 
 def load_set(dev):
     """(figures, {pdf name: path}, db dir) of the reserved set, or of a dev set (--dev, --dev-r,
-    --dev-manuals, --dev-more)."""
+    --dev-manuals, --dev-more, --dev-captioned)."""
     cache = os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "mmrag")
     if dev in BOXED:
         path, sub = BOXED[dev]

@@ -876,11 +876,31 @@ static void draw_side_caption(cairo_t *cr) {
     cairo_show_text(cr, "Figure 8: A caption set beside its picture.");
 }
 
-/* Five pages, each a paragraph of running text (10 pt) above something captioned.
+/* Page 6 of write_text_figure_pdf: a paragraph, then a listing at the body's size (10 pt) in a
+ * typewriter face, its lines as long and as wordy as the paragraph's but the last, "}", left
+ * of the caption (baselines 180..252, x from 100), then "Figure 12:" under it. */
+static void draw_mono_listing(cairo_t *cr) {
+    const char *body = "The running text of the manual goes on here in its usual size and width.";
+    const char *code[] = {"for (int i = 0; i < n_boxes; i++) draw(page, box[i]);",
+                          "if (page->dirty && n_boxes > 0) flush(page, out, 1);",
+                          "while (next(&it, &box) == 0) total += area(box) * k;",
+                          "return total > 0 ? write(out, page, total) : -1;  /**/", "}"};
+    cairo_set_source_rgb(cr, 0, 0, 0);
+    cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_set_font_size(cr, 10);
+    for (int i = 0; i < 4; i++) { cairo_move_to(cr, 100, 100 + 14 * i); cairo_show_text(cr, body); }
+    cairo_select_font_face(cr, "DejaVu Sans Mono", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    for (int i = 0; i < 5; i++) { cairo_move_to(cr, 100, 180 + 18 * i); cairo_show_text(cr, code[i]); }
+    cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    cairo_move_to(cr, 150, 280);
+    cairo_show_text(cr, "Figure 12: A program set in a typewriter face.");
+}
+
+/* Six pages, each a paragraph of running text (10 pt) above something captioned.
  * Page 1: a listing set in 8 pt between the paragraph and "Figure 5:": a figure of text,
  * with no drawn ink. Page 2: the same listing, then a sentence that starts with "Figure 5
  * shows": no label, no figure. Page 3: the paragraph right above "Figure 6:": no figure.
- * Pages 4 and 5: draw_symbol_grid, draw_side_caption. */
+ * Pages 4 to 6: draw_symbol_grid, draw_side_caption, draw_mono_listing. */
 static void write_text_figure_pdf(const char *path) {
     cairo_t *cr = letter_pdf(path);
     const char *body = "The running text of the manual goes on here in its usual size and width.";
@@ -905,18 +925,20 @@ static void write_text_figure_pdf(const char *path) {
     draw_symbol_grid(cr);
     cairo_show_page(cr);
     draw_side_caption(cr);
+    cairo_show_page(cr);
+    draw_mono_listing(cr);
     cairo_destroy(cr);   /* the last reference: the PDF is written */
 }
 
 /* A caption whose figure is text (a listing) gets the block above it; a sentence that
  * starts with "Figure N" and a caption under running text get none; a grid of symbols too
  * small to be figures is one figure, all its rows (20 pt apart); a caption beside a bitmap
- * takes it. */
+ * takes it; a listing in a typewriter face at the body's size is a figure of text too. */
 TEST(caption_over_text_figure) {
     char err[512];
     ingest_doc *d = NULL;
     open_fixture(test_failed_, "textfig", write_text_figure_pdf, &d);
-    for (int p = 1; p <= 5 && d; p++) {
+    for (int p = 1; p <= 6 && d; p++) {
         ingest_page *pg = NULL;
         CHECK(ingest_doc_page(d, p, &pg, err, sizeof err) == 0 && pg);
         if (pg && p == 1) {
@@ -935,6 +957,18 @@ TEST(caption_over_text_figure) {
             check_one_figure(test_failed_, pg, (ingest_box){128, 192, 418, 322}, 0.02, "Figure 7:");
         } else if (pg && p == 5) {
             check_one_figure(test_failed_, pg, (ingest_box){100, 300, 250, 400}, 0.01, "Figure 8:");
+        } else if (pg && p == 6) {   /* the listing: x 100..~425, baselines 180..252 */
+            CHECK_MSG(pg->n_images == 1, "page 6: %d images", (int)pg->n_images);
+            if (pg->n_images == 1) {
+                ingest_box b = pg->images[0].box;
+                printf("  typewriter listing box %.0f %.0f %.0f %.0f pt\n", b.x0 * 612, b.y0 * 792, b.x1 * 612, b.y1 * 792);
+                CHECK_NEAR(b.x0, 100.0 / 612, 0.01);
+                CHECK_NEAR(b.y0, 172.0 / 792, 0.012);
+                CHECK_NEAR(b.y1, 256.0 / 792, 0.012);
+                CHECK(b.x1 > 400.0f / 612 && b.x1 < 440.0f / 612);
+                int cc = pg->images[0].caption_chunk;
+                CHECK(cc >= 0 && cc < pg->n_chunks && !strncmp(pg->chunks[cc].text, "Figure 12:", 10));
+            }
         } else if (pg) {
             CHECK_MSG(pg->n_images == 0, "page %d: %d images", p, (int)pg->n_images);
         }
