@@ -26,6 +26,9 @@
  * ("Figure 1: Small graph" over dot source), 11 whole-page boxes of margin labels and
  * headings gone, 2 of a layout test's list pages boxed wrongly; manuals 164 -> 165 of 192
  * (their labels leave captioned listings out: 12 boxes more not in them), R the same.
+ * A big glyph alone ("P" in a circle) is no heading (ingest-layout.c), so it no longer stops
+ * a caption's block or parts a figure: captioned texlive 5 pages changed, all right (3
+ * figures found, a ladder diagram's parts fewer), extra 31 -> 30; other dev sets the same.
  * A region without a caption is kept when
  * it is a graphic by itself: big, inked inside its outline, little text, and not only text
  * between thin rules (a plot, a map, a diagram; not a code frame, a ruled table or an

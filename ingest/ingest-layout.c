@@ -177,9 +177,10 @@ void ingest_layout_classify(ing_pagectx *pc) {
             f->kind = FRAG_CAPTION;
             continue;
         }
-        int words = 1;
-        for (const char *q = f->text; *q; q++) words += *q == ' ';
-        if (f->size >= 1.2f * pc->body_size && words <= 20) f->kind = FRAG_HEADING;
+        int words = 1, alnum = 0;
+        for (const char *q = f->text; *q; q++) words += *q == ' ', alnum += isalnum((unsigned char)*q) != 0;
+        /* a big glyph alone ("P" in a circle of a drawing) is a figure's label, not a heading */
+        if (f->size >= 1.2f * pc->body_size && words <= 20 && alnum >= 2) f->kind = FRAG_HEADING;
     }
 }
 

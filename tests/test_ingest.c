@@ -876,19 +876,24 @@ static void draw_side_caption(cairo_t *cr) {
     cairo_show_text(cr, "Figure 8: A caption set beside its picture.");
 }
 
+/* Four lines of running text (10 pt, x from 100, baselines 100..142): a manual's paragraph. */
+static const char *const BODY_LINE = "The running text of the manual goes on here in its usual size and width.";
+static void body_paragraph(cairo_t *cr) {
+    cairo_set_font_size(cr, 10);
+    for (int i = 0; i < 4; i++) { cairo_move_to(cr, 100, 100 + 14 * i); cairo_show_text(cr, BODY_LINE); }
+}
+
 /* Page 6 of write_text_figure_pdf: a paragraph, then a listing at the body's size (10 pt) in a
  * typewriter face, its lines as long and as wordy as the paragraph's but the last, "}", left
  * of the caption (baselines 180..252, x from 100), then "Figure 12:" under it. */
 static void draw_mono_listing(cairo_t *cr) {
-    const char *body = "The running text of the manual goes on here in its usual size and width.";
     const char *code[] = {"for (int i = 0; i < n_boxes; i++) draw(page, box[i]);",
                           "if (page->dirty && n_boxes > 0) flush(page, out, 1);",
                           "while (next(&it, &box) == 0) total += area(box) * k;",
                           "return total > 0 ? write(out, page, total) : -1;  /**/", "}"};
     cairo_set_source_rgb(cr, 0, 0, 0);
     cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
-    cairo_set_font_size(cr, 10);
-    for (int i = 0; i < 4; i++) { cairo_move_to(cr, 100, 100 + 14 * i); cairo_show_text(cr, body); }
+    body_paragraph(cr);
     cairo_select_font_face(cr, "DejaVu Sans Mono", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
     for (int i = 0; i < 5; i++) { cairo_move_to(cr, 100, 180 + 18 * i); cairo_show_text(cr, code[i]); }
     cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
@@ -903,12 +908,10 @@ static void draw_mono_listing(cairo_t *cr) {
  * Pages 4 to 6: draw_symbol_grid, draw_side_caption, draw_mono_listing. */
 static void write_text_figure_pdf(const char *path) {
     cairo_t *cr = letter_pdf(path);
-    const char *body = "The running text of the manual goes on here in its usual size and width.";
     const char *code[] = {"def render(page):", "    for box in page.boxes():", "        draw(box)",
                           "    return page"};
     for (int pg = 0; pg < 3; pg++) {
-        cairo_set_font_size(cr, 10);
-        for (int i = 0; i < 4; i++) { cairo_move_to(cr, 100, 100 + 14 * i); cairo_show_text(cr, body); }
+        body_paragraph(cr);
         if (pg < 2) {
             cairo_set_font_size(cr, 8);
             for (int i = 0; i < 4; i++) { cairo_move_to(cr, 120, 190 + 11 * i); cairo_show_text(cr, code[i]); }
@@ -920,8 +923,7 @@ static void write_text_figure_pdf(const char *path) {
                                     : "Figure 6: A caption with running text above it.");
         cairo_show_page(cr);
     }
-    cairo_set_font_size(cr, 10);
-    for (int i = 0; i < 4; i++) { cairo_move_to(cr, 100, 100 + 14 * i); cairo_show_text(cr, body); }
+    body_paragraph(cr);
     draw_symbol_grid(cr);
     cairo_show_page(cr);
     draw_side_caption(cr);
@@ -941,39 +943,60 @@ TEST(caption_over_text_figure) {
     for (int p = 1; p <= 6 && d; p++) {
         ingest_page *pg = NULL;
         CHECK(ingest_doc_page(d, p, &pg, err, sizeof err) == 0 && pg);
-        if (pg && p == 1) {
-            CHECK_MSG(pg->n_images == 1, "%d images", (int)pg->n_images);
-            if (pg->n_images == 1) {
-                ingest_box b = pg->images[0].box;   /* the listing: x from 120, baselines 190..223 */
-                printf("  listing box %.0f %.0f %.0f %.0f pt\n", b.x0 * 612, b.y0 * 792, b.x1 * 612, b.y1 * 792);
-                CHECK_NEAR(b.x0, 120.0 / 612, 0.01);
-                CHECK_NEAR(b.y0, 184.0 / 792, 0.01);
-                CHECK_NEAR(b.y1, 226.0 / 792, 0.01);
-                CHECK(b.x1 > 220.0f / 612 && b.x1 < 300.0f / 612);
-                int cc = pg->images[0].caption_chunk;
-                CHECK(cc >= 0 && cc < pg->n_chunks && !strncmp(pg->chunks[cc].text, "Figure 5:", 9));
-            }
+        if (pg && p == 1) {   /* the listing: x from 120 to ~225 (its widest line), baselines 190..223 */
+            check_one_figure(test_failed_, pg, (ingest_box){120, 184, 225, 226}, 0.012, "Figure 5:");
         } else if (pg && p == 4) {   /* circles from 132 x 192, labels from 128 to ~418 x ~322 */
             check_one_figure(test_failed_, pg, (ingest_box){128, 192, 418, 322}, 0.02, "Figure 7:");
         } else if (pg && p == 5) {
             check_one_figure(test_failed_, pg, (ingest_box){100, 300, 250, 400}, 0.01, "Figure 8:");
-        } else if (pg && p == 6) {   /* the listing: x 100..~425, baselines 180..252 */
-            CHECK_MSG(pg->n_images == 1, "page 6: %d images", (int)pg->n_images);
-            if (pg->n_images == 1) {
-                ingest_box b = pg->images[0].box;
-                printf("  typewriter listing box %.0f %.0f %.0f %.0f pt\n", b.x0 * 612, b.y0 * 792, b.x1 * 612, b.y1 * 792);
-                CHECK_NEAR(b.x0, 100.0 / 612, 0.01);
-                CHECK_NEAR(b.y0, 172.0 / 792, 0.012);
-                CHECK_NEAR(b.y1, 256.0 / 792, 0.012);
-                CHECK(b.x1 > 400.0f / 612 && b.x1 < 440.0f / 612);
-                int cc = pg->images[0].caption_chunk;
-                CHECK(cc >= 0 && cc < pg->n_chunks && !strncmp(pg->chunks[cc].text, "Figure 12:", 10));
-            }
+        } else if (pg && p == 6) {   /* the listing: x 100 to ~425, baselines 180..252 */
+            check_one_figure(test_failed_, pg, (ingest_box){100, 172, 425, 256}, 0.012, "Figure 12:");
         } else if (pg) {
             CHECK_MSG(pg->n_images == 0, "page %d: %d images", p, (int)pg->n_images);
         }
         ingest_page_free(pg);
     }
+    ingest_doc_free(d);
+}
+
+/* One page: a paragraph (10 pt), a heading (14 pt), then a paragraph opened by a drop cap:
+ * a "T" of 30 pt beside its first two lines. */
+static void write_drop_cap_pdf(const char *path) {
+    cairo_t *cr = letter_pdf(path);
+    body_paragraph(cr);
+    cairo_set_font_size(cr, 14);
+    cairo_move_to(cr, 100, 190);
+    cairo_show_text(cr, "Results overview");
+    cairo_set_font_size(cr, 30);
+    cairo_move_to(cr, 100, 236);
+    cairo_show_text(cr, "T");
+    cairo_set_font_size(cr, 10);
+    for (int i = 0; i < 5; i++) {
+        cairo_move_to(cr, i < 2 ? 126 : 100, 222 + 14 * i);
+        cairo_show_text(cr, i ? BODY_LINE : "he paragraph under the heading starts with a drop cap.");
+    }
+    cairo_destroy(cr);   /* the last reference: the PDF is written */
+}
+
+/* A heading set larger than the body is a heading chunk; a big letter alone (a drop cap, a
+ * drawing's label) is not one, nor does it open a section. */
+TEST(big_letter_is_no_heading) {
+    char err[512];
+    ingest_doc *d = NULL;
+    ingest_page *pg = NULL;
+    open_fixture(test_failed_, "dropcap", write_drop_cap_pdf, &d);
+    CHECK(d && ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
+    int headings = 0;
+    for (int c = 0; pg && c < pg->n_chunks; c++) {
+        const ingest_chunk *ch = &pg->chunks[c];
+        if (ch->kind == INGEST_CHUNK_HEADING) {
+            headings++;
+            CHECK_MSG(!strcmp(ch->text, "Results overview"), "heading chunk '%s'", ch->text);
+        }
+        CHECK_MSG(strcmp(ch->section, "T"), "section '%s'", ch->section);
+    }
+    CHECK_MSG(headings == 1, "%d heading chunks", headings);
+    ingest_page_free(pg);
     ingest_doc_free(d);
 }
 
