@@ -810,11 +810,7 @@ static float caption_distance(ingest_box r, ingest_box c) {
  * Exemplifier) or a stack of diagrams (diagmactest) apart: without it 19 pages of 703 texlive
  * documents joined more, most wrongly. */
 static int parting_text(const ing_pagectx *pc, const ing_frag *fr) {
-    if (fr->kind == FRAG_HEADING) return 1;
-    if (fr->kind != FRAG_TEXT || fr->size < 1.2f * pc->body_size) return 0;
-    int alnum = 0;
-    for (const char *q = fr->text; *q; q++) alnum += isalnum((unsigned char)*q) != 0;
-    return alnum < 2;
+    return fr->kind == FRAG_HEADING || (fr->kind == FRAG_TEXT && ingest_layout_big_glyph(pc, fr));
 }
 
 /* 1 when a heading or another caption lies between region r (above) and caption line c:
@@ -1139,14 +1135,15 @@ static void pair_block(ing_pagectx *pc, unsigned char *used, const unsigned char
         ingest_box u;
         int off;
         if (x1 <= x0 || y1 <= y0 ||
-            !ink_up(&ip, x0, x1, y0, y1, (int)(cf->b.x0 * scale), (int)ceil(cf->b.x1 * scale), &u, &off) ||
-            (off && !listing_text(pc, u)))
+            !ink_up(&ip, x0, x1, y0, y1, (int)(cf->b.x0 * scale), (int)ceil(cf->b.x1 * scale), &u, &off))
             continue;
+        int listing = listing_text(pc, u);
+        if (off && !listing) continue;
         if (cf->b.y0 - u.y1 > CAPTION_GAP_PT || u.y1 - u.y0 < BLOCK_MIN_H_PT ||
             u.x1 - u.x0 < MIN_FIG_PT || holds_body(pc, u, cx1 - cx0) || overlaps_region(pc, u))
             continue;
         /* text alone at body size is a passage (a list, a quote) more often than a figure */
-        if (drawn_pixels(pc, u, &ip) < BLOCK_DRAWN_MIN * scale * scale && !listing_text(pc, u))
+        if (drawn_pixels(pc, u, &ip) < BLOCK_DRAWN_MIN * scale * scale && !listing)
             continue;
         u = grid_rows(pc, &ip, u, y0, x0, x1);
         used[f] = 1;

@@ -83,6 +83,9 @@ void ingest_furniture_strip(ing_furniture *t, ing_pagectx *pc, int page);
 int ingest_layout_extract(ing_pagectx *pc);          /* fragments from the text layer */
 int ingest_layout_add_frag(ing_pagectx *pc, ingest_box b, float size, const char *text, int len);
 void ingest_layout_classify(ing_pagectx *pc);        /* body size, headings, captions */
+/* 1 when f is set at a heading's size yet holds fewer than two letters or digits (a drop cap,
+ * a drawing's "P" in a circle): no heading, though it parts pieces of ink like one */
+int ingest_layout_big_glyph(const ing_pagectx *pc, const ing_frag *f);
 int ingest_layout_order(ing_pagectx *pc);            /* reading order + blocks */
 void ingest_pagectx_clear(ing_pagectx *pc);
 int ingest_caption_kind(const char *text);

@@ -154,6 +154,15 @@ static int cmp_float(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* 1 when f is set at a heading's size, or bigger */
+static int display_size(const ing_pagectx *pc, const ing_frag *f) { return f->size >= 1.2f * pc->body_size; }
+
+int ingest_layout_big_glyph(const ing_pagectx *pc, const ing_frag *f) {
+    int alnum = 0;
+    for (const char *q = f->text; *q && alnum < 2; q++) alnum += isalnum((unsigned char)*q) != 0;
+    return display_size(pc, f) && alnum < 2;
+}
+
 void ingest_layout_classify(ing_pagectx *pc) {
     if (!pc->n_frags) return;
     /* body size: median over fragments weighted by their length */
@@ -177,10 +186,9 @@ void ingest_layout_classify(ing_pagectx *pc) {
             f->kind = FRAG_CAPTION;
             continue;
         }
-        int words = 1, alnum = 0;
-        for (const char *q = f->text; *q; q++) words += *q == ' ', alnum += isalnum((unsigned char)*q) != 0;
-        /* a big glyph alone ("P" in a circle of a drawing) is a figure's label, not a heading */
-        if (f->size >= 1.2f * pc->body_size && words <= 20 && alnum >= 2) f->kind = FRAG_HEADING;
+        int words = 1;
+        for (const char *q = f->text; *q; q++) words += *q == ' ';
+        if (display_size(pc, f) && words <= 20 && !ingest_layout_big_glyph(pc, f)) f->kind = FRAG_HEADING;
     }
 }
 
