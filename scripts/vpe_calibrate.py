@@ -13,8 +13,9 @@
       absent descriptions answered, against the rule the data was collected with; then the
       constants for engine/vpe.c, fit on all the sets (--check: exit 1 unless vpe.c has them).
 
-vision/train/vpe_calibration.jsonl is the committed data (collected at the commit that added
-it); the fit needs numpy.
+vision/train/vpe_calibration.jsonl is the committed data, collected with the hand-set rules
+the model replaced (its "found" and "conf" are theirs: the fit's "as collected" column); the
+fit needs numpy.
 """
 import json
 import os

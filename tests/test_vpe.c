@@ -255,6 +255,20 @@ TEST(parse_picture_parts) {
     CHECK(q.kind_primary == (1u << VPE_KIND_TEXT));
     vpe_query_parse("the table with red text", &q);
     CHECK(q.kind_primary == (1u << VPE_KIND_TABLE));
+    /* boxes, rectangles, outlines, frames and braces are drawn things; headings, captions
+     * and a body can be parts of a drawing; "drawings" is a drawing (captioned dev set) */
+    vpe_query_parse("four circles joined by arrows under two short headings", &q);
+    CHECK(q.kind_primary == 0);
+    vpe_query_parse("a tall rectangle with pin stubs, each with a text label", &q);
+    CHECK(q.kind_primary == 0);
+    vpe_query_parse("code lines whose indented body is framed by thin boxes", &q);
+    CHECK(q.kind_primary == 0);
+    vpe_query_parse("two line drawings with arrows and small sub-captions beneath", &q);
+    CHECK(q.kind_primary == (1u << VPE_KIND_FIGURE));
+    vpe_query_parse("the headings of section 2", &q);
+    CHECK(q.kind_primary == (1u << VPE_KIND_HEADING));
+    vpe_query_parse("the captions on page 3", &q);
+    CHECK(q.kind_primary == (1u << VPE_KIND_CAPTION));
 }
 
 /* The figure term: an appearance description ranks first the figure whose pixels (its
