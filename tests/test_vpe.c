@@ -236,39 +236,32 @@ TEST(parse_directions_and_modifiers) {
 /* In a description of how a picture looks (drawn things, colours), a title, a legend, text
  * or a grid are its parts, not kinds of region; without such cues they still name kinds */
 TEST(parse_picture_parts) {
-    vpe_query q;
-    vpe_query_parse("a plot of two curves with a legend and a title", &q);
-    CHECK(q.kind_primary == (1u << VPE_KIND_FIGURE));
-    vpe_query_parse("five groups of bars with a title", &q);
-    CHECK(q.kind_primary == 0);
-    vpe_query_parse("light green disc with black title text", &q);
-    CHECK(q.kind_primary == 0);
-    vpe_query_parse("red text on a grid", &q);
-    CHECK(q.kind_primary == 0);
-    vpe_query_parse("the title", &q);
-    CHECK(q.kind_primary == (1u << VPE_KIND_HEADING));
-    vpe_query_parse("the legend of figure 2", &q);
-    CHECK(q.kind_primary & (1u << VPE_KIND_CAPTION));
-    vpe_query_parse("the text under the chart", &q);
-    CHECK(q.kind_primary == (1u << VPE_KIND_TEXT));
-    vpe_query_parse("the last line of text", &q);   /* a line of text is not a drawn line */
-    CHECK(q.kind_primary == (1u << VPE_KIND_TEXT));
-    vpe_query_parse("the table with red text", &q);
-    CHECK(q.kind_primary == (1u << VPE_KIND_TABLE));
     /* boxes, rectangles, outlines, frames and braces are drawn things; headings, captions
      * and a body can be parts of a drawing; "drawings" is a drawing (captioned dev set) */
-    vpe_query_parse("four circles joined by arrows under two short headings", &q);
-    CHECK(q.kind_primary == 0);
-    vpe_query_parse("a tall rectangle with pin stubs, each with a text label", &q);
-    CHECK(q.kind_primary == 0);
-    vpe_query_parse("code lines whose indented body is framed by thin boxes", &q);
-    CHECK(q.kind_primary == 0);
-    vpe_query_parse("two line drawings with arrows and small sub-captions beneath", &q);
-    CHECK(q.kind_primary == (1u << VPE_KIND_FIGURE));
-    vpe_query_parse("the headings of section 2", &q);
-    CHECK(q.kind_primary == (1u << VPE_KIND_HEADING));
-    vpe_query_parse("the captions on page 3", &q);
-    CHECK(q.kind_primary == (1u << VPE_KIND_CAPTION));
+    static const struct { const char *desc; uint32_t kind; } cases[] = {
+        {"a plot of two curves with a legend and a title", 1u << VPE_KIND_FIGURE},
+        {"five groups of bars with a title", 0},
+        {"light green disc with black title text", 0},
+        {"red text on a grid", 0},
+        {"the title", 1u << VPE_KIND_HEADING},
+        {"the text under the chart", 1u << VPE_KIND_TEXT},
+        {"the last line of text", 1u << VPE_KIND_TEXT},   /* a line of text is no drawn line */
+        {"the table with red text", 1u << VPE_KIND_TABLE},
+        {"four circles joined by arrows under two short headings", 0},
+        {"a tall rectangle with pin stubs, each with a text label", 0},
+        {"code lines whose indented body is framed by thin boxes", 0},
+        {"two line drawings with arrows and small sub-captions beneath", 1u << VPE_KIND_FIGURE},
+        {"the headings of section 2", 1u << VPE_KIND_HEADING},
+        {"the captions on page 3", 1u << VPE_KIND_CAPTION},
+    };
+    vpe_query q;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        vpe_query_parse(cases[i].desc, &q);
+        CHECK_MSG(q.kind_primary == cases[i].kind, "'%s': kind %u, want %u", cases[i].desc,
+                  (unsigned)q.kind_primary, (unsigned)cases[i].kind);
+    }
+    vpe_query_parse("the legend of figure 2", &q);
+    CHECK(q.kind_primary & (1u << VPE_KIND_CAPTION));
 }
 
 /* The figure term: an appearance description ranks first the figure whose pixels (its
