@@ -137,6 +137,15 @@ finetune-figure-encoder: $(BUILD)/mmrag
 	@echo "fine-tuned: $(BUILD)/figenc-ft (copy model.safetensors and config.json to vision/data/figenc/," \
 	  "then /usr/bin/python3 scripts/golden_figenc.py > tests/data/golden/figenc.json)"
 
+# locate's picture confidence (engine/vpe.c CAL_*): collect the winner's features over the
+# four dev sets with the current build and encoder (~15 min; the .debs come with apt), then
+# print the leave-one-set-out report and the constants to paste into vpe.c; after a new
+# figure encoder, refit and replace vision/train/vpe_calibration.jsonl with the new data
+.PHONY: calibrate-locate
+calibrate-locate: $(BUILD)/mmrag
+	@/usr/bin/python3 scripts/vpe_calibrate.py collect $(BUILD) $(MODELS) $(BUILD)/vpe_calibration.jsonl
+	@/usr/bin/python3 scripts/vpe_calibrate.py fit $(BUILD)/vpe_calibration.jsonl
+
 .PHONY: llamacpp check-llamacpp
 # the engine's prompt logits against llama.cpp's on the same GGUF files (SmolLM2 as
 # shipped and re-quantized to Q4_K_M/Q5_K_M/Q6_K/Q8_0, gemma-3-270m if fetched, the tiny

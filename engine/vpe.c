@@ -466,7 +466,7 @@ static float similarity(const float *qv, const char *qwords, const float *tv, co
 }
 
 /* 1 when the description names chromatic colours, the winner shows all of them and no other
- * picture of its page does (VOUCH_COL_FIG). */
+ * picture of its page does (a feature of the calibration, and a tie-breaker). */
 static int colour_unique(const vpe_region *c, int32_t n, const uint8_t *elig, int32_t best,
                          uint32_t colours) {
     const vpe_region *b = &c[best];
@@ -479,7 +479,7 @@ static int colour_unique(const vpe_region *c, int32_t n, const uint8_t *elig, in
     return 1;
 }
 
-/* What the pixels say of the winner `best` (see VOUCH_FIG), with the page given. */
+/* What the pixels say of the winner `best`, with the page given (see CAL_W). */
 typedef struct {
     float fig;          /* its figure cosine with the description */
     float lead;         /* ... minus the best other picture's of its page (1 when alone) */
@@ -549,7 +549,8 @@ static float picture_confidence(const vpe_region *b, const vouch_feats *f, float
     float x[CAL_N], z = CAL_B;
     cal_x(f, text, x);
     for (int k = 0; k < CAL_N; k++) z += CAL_W[k] * fminf(fmaxf(x[k], CAL_LO[k]), CAL_HI[k]);
-    float tie = f->rivals && !f->col_unique ? 1.0f - 0.5f * expf(-fmaxf(f->lead, 0) / LEAD_SCALE) : 1.0f;
+    float tie = 1.0f;
+    if (f->rivals && !f->col_unique) tie = 1.0f - 0.5f * expf(-fmaxf(f->lead, 0) / LEAD_SCALE);
     return sigm(z) * tie;
 }
 
@@ -752,7 +753,8 @@ int vpe_locate(vpe *v, const vpe_region *cands, int32_t n, const char *descripti
             goto done;
         float cons = ws > 0 ? expf(la / ws) : 1.0f;
         vouch = picture_confidence(&cands[best], &vf, conf) * cons;
-        if (vf.col_unique) vouch_why = " | it alone on the page shows the colours named (calibrated)";
+        if (vf.col_unique)
+            vouch_why = " | it alone on the page shows the colours named (calibrated)";
         if (o->debug)
             fprintf(stderr, "vpe: feat kind %d fig %.4f lead %.4f rivals %d agree %.4f hub %.4f "
                     "colour %.3f col_unique %d cons %.4f text %.4f abs %.4f margin %.4f sem %.4f "
