@@ -231,6 +231,13 @@ TEST(parse_directions_and_modifiers) {
     CHECK(q.kind_primary == (1u << VPE_KIND_FIGURE));
     vpe_query_parse("the text block", &q);
     CHECK(q.kind_primary == (1u << VPE_KIND_TEXT));
+    /* a relation inside a described picture is weak; one to a named kind of region holds */
+    vpe_query_parse("a grid of field boxes under a numbered bit ruler", &q);
+    CHECK(q.rel == VPE_REL_BELOW && q.rel_weak);
+    vpe_query_parse("the red bar chart below the revenue heading", &q);
+    CHECK(q.rel == VPE_REL_BELOW && !q.rel_weak);
+    vpe_query_parse("the paragraph under the chart", &q);
+    CHECK(q.rel == VPE_REL_BELOW && !q.rel_weak);
 }
 
 /* In a description of how a picture looks (drawn things, colours), a title, a legend, text
