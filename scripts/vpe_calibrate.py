@@ -18,6 +18,7 @@ the model replaced (its "found" and "conf" are theirs: the fit's "as collected" 
 fit needs numpy.
 """
 import json
+import math
 import os
 import subprocess
 import sys
@@ -27,7 +28,8 @@ sys.path.insert(0, os.path.join(ROOT, "scripts"))
 sys.path.insert(0, os.path.join(ROOT, "vision", "train"))
 
 NAMES = ["fig", "lead", "alone", "agree", "hub", "colour_named", "colour", "col_unique", "text"]
-COL_VOUCH = 0.5   # engine/vpe.c: a picture showing none of the colours named is never answered
+COL_VOUCH = 0.5    # engine/vpe.c: a picture showing none of the colours named is never answered
+LEAD_SCALE = 0.02  # engine/vpe.c: the lead over a rival picture that keeps the confidence
 L2 = 1e-2
 
 
@@ -118,15 +120,13 @@ class Model:
         return float(1 / (1 + np.exp(-(x @ self.w + self.b))))
 
 
-LEAD_SCALE = float(os.environ.get("LEAD_SCALE", "0.02"))
-
-
 def rival_factor(f):
     """engine/vpe.c: with another picture of the page about as close to the description,
     either may be the one described (a tie halves the confidence) unless it alone shows the
     colours named."""
-    import math
-    return 1.0 if f["rivals"] == 0 or f["col_unique"] else 1.0 - 0.5 * math.exp(-max(f["lead"], 0.0) / LEAD_SCALE)
+    if f["rivals"] == 0 or f["col_unique"]:
+        return 1.0
+    return 1.0 - 0.5 * math.exp(-max(f["lead"], 0.0) / LEAD_SCALE)
 
 
 def confidence(m, r):
@@ -149,9 +149,10 @@ def check_source(m, path):
         vals = [float(v.strip().rstrip("f")) for v in got.group(1).split(",")] if got else []
         if len(vals) != len(want) or any(abs(a - b) > 2e-4 for a, b in zip(vals, want)):
             bad.append(f"{name}: {vals} != {[round(float(v), 4) for v in want]}")
-    got = re.search(r"#define CAL_B \(([-0-9.]+)f\)", src)
-    if not got or abs(float(got.group(1)) - m.b) > 2e-4:
-        bad.append(f"CAL_B: {got.group(1) if got else None} != {m.b:.4f}")
+    for name, want in (("CAL_B", m.b), ("LEAD_SCALE", LEAD_SCALE), ("COL_VOUCH", COL_VOUCH)):
+        got = re.search(r"#define %s \(?([-0-9.]+)f\)?" % name, src)
+        if not got or abs(float(got.group(1)) - want) > 2e-4:
+            bad.append(f"{name}: {got.group(1) if got else None} != {want:.4f}")
     print("\n".join(bad) if bad else f"{path}: the constants are the fit of the committed data")
     return 1 if bad else 0
 
