@@ -313,6 +313,10 @@ typedef int (*store_vec_cb)(void *user, int32_t owner_kind, int64_t owner_id, in
                             int32_t dim, const float *v);
 int store_vectors_foreach(store *s, const char *space, const char *model, int32_t owner_kind,
                           store_vec_cb cb, void *user);
+/* Delete every vector of (space, model): those of an encoder that was replaced. *deleted
+ * (may be NULL) gets how many. Returns STORE_OK, STORE_ERR_ARG, STORE_ERR_BUSY,
+ * STORE_ERR_READONLY, STORE_ERR. */
+int store_vectors_drop(store *s, const char *space, const char *model, int64_t *deleted);
 /* Number of vectors of (space, model); owner_kind < 0 = both kinds. */
 int store_vectors_count(store *s, const char *space, const char *model, int32_t owner_kind,
                         int64_t *count);

@@ -114,6 +114,7 @@ int pg_vector_get(store *s, int32_t owner_kind, int64_t owner_id, const char *sp
                   const char *model, float *buf, int32_t buflen, int32_t *dim);
 int pg_vectors_foreach(store *s, const char *space, const char *model, int32_t owner_kind,
                        store_vec_cb cb, void *user);
+int pg_vectors_drop(store *s, const char *space, const char *model, int64_t *deleted);
 int pg_vectors_count(store *s, const char *space, const char *model, int32_t owner_kind,
                      int64_t *count);
 int pg_vectors_knn(store *s, const char *space, const char *model, int32_t owner_kind,

@@ -426,6 +426,29 @@ out:
     return rc;
 }
 
+/* The emptied partial HNSW/LSH indexes of (space, model) stay: they cost nothing, and a
+ * DROP INDEX would wait for every reader of the table. */
+int pg_vectors_drop(store *s, const char *space, const char *model, int64_t *deleted) {
+    if (deleted) *deleted = 0;
+    STORE_LOCK(s);
+    int rc = store_check_space(s, space, model);
+    if (!rc && !(rc = pg_tx_begin(s))) {
+        pg_args a = {0};
+        pga_text(&a, space);
+        pga_text(&a, model);
+        PGresult *r = pg_run(s, "WITH d AS (DELETE FROM vectors WHERE space=$1 AND model=$2 RETURNING 1)"
+                                " SELECT count(*) FROM d", &a, "delete vectors", &rc);
+        int64_t n = r && PQntuples(r) ? strtoll(PQgetvalue(r, 0, 0), NULL, 10) : 0;
+        PQclear(r);
+        if (!rc && n) rc = pg_bump_generation(s);
+        if (!rc) rc = pg_tx_commit(s);
+        else pg_tx_rollback(s);
+        if (!rc && deleted) *deleted = n;
+    }
+    STORE_UNLOCK(s);
+    return rc;
+}
+
 int pg_sentvecs_put(store *s, const char *model, int32_t dim, const store_sentvec *rows,
                     int32_t n, int32_t *written) {
     if (written) *written = 0;

@@ -368,3 +368,27 @@ out:
     STORE_UNLOCK(s);
     return rc;
 }
+
+int store_vectors_drop(store *s, const char *space, const char *model, int64_t *deleted) {
+    STORE_ROUTE_PG(s, pg_vectors_drop(s, space, model, deleted));
+    if (!s) return STORE_ERR_ARG;
+    if (deleted) *deleted = 0;
+    STORE_LOCK(s);
+    sqlite3_stmt *st = NULL;
+    int rc = store_check_space(s, space, model);
+    if (rc || (rc = store_prepare(s, "DELETE FROM vectors WHERE space=?1 AND model=?2", &st)) ||
+        (rc = store_tx_begin(s)))
+        goto out;
+    sqlite3_bind_text(st, 1, space, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, model, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE) rc = store_sql_err(s, "delete vectors");
+    int64_t n = sqlite3_changes(s->db);
+    if (!rc && n && (rc = store_bump_generation(s))) n = 0;
+    if (rc) { store_tx_rollback(s); goto out; }
+    if ((rc = store_tx_commit(s))) goto out;
+    if (deleted) *deleted = n;
+out:
+    sqlite3_finalize(st);
+    STORE_UNLOCK(s);
+    return rc;
+}

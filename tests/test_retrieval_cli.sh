@@ -39,6 +39,29 @@ for f in "$tmp/broken.safetensors" "$tmp/missing.safetensors"; do
   [[ $top == *"Revenue by quarter"* ]] && grep -q "figure encoder not loaded" "$tmp/err" && ok "figure encoder $(basename "$f"): notice, caption search still works" || bad "figure encoder $(basename "$f"): '$top' $(cat "$tmp/err")"
 done
 
+# a new figure encoder file (one weight's lowest bits changed) re-embeds every image at the
+# next run that embeds, then the collection's figure vectors are its alone (their id follows
+# the file's bytes: v2 and v3 once shipped under one id, and old collections kept v1 vectors)
+figs() { python3 -c 'import json, sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+m = dict(c.execute("SELECT value, 1 FROM meta WHERE key=\"figure_model\""))
+r = c.execute("SELECT model, count(*) FROM vectors WHERE model LIKE \"mmrag-figenc-%\" GROUP BY model").fetchall()
+print(json.dumps([list(m), r, c.execute("SELECT count(*) FROM images").fetchone()[0]]))' "$MMRAG_DB/mmrag.db"; }
+before=$(figs)
+cp vision/data/figenc/model.safetensors "$tmp/new.safetensors"
+size=$(stat -c %s "$tmp/new.safetensors")
+printf '\x01' | dd of="$tmp/new.safetensors" bs=1 seek=$((size - 64)) conv=notrunc 2>/dev/null
+top=$(MMRAG_FIGENC="$tmp/new.safetensors" img "$sky")
+after=$(figs)
+if python3 - "$before" "$after" <<'EOF'
+import json, sys
+(m0, r0, n0), (m1, r1, n1) = (json.loads(a) for a in sys.argv[1:])
+assert len(r0) == 1 and r0[0][0] == m0[0] and r0[0][1] == n0, (m0, r0, n0)
+assert len(r1) == 1 and r1[0][0] == m1[0] != m0[0] and r1[0][1] == n1 == n0, (m1, r1, n1)
+EOF
+then ok "new figure encoder: every image re-embedded, old vectors dropped, still '$top'"
+else bad "new figure encoder: before $before, after $after"; fi
+
 # colour profiles (vision/colour.c), stored by index and read by locate even with the figure
 # encoder off: on page 2 the line chart (blue and orange curves) shows orange, the bar chart
 # (blue-violet bars) does not, and the line chart is the one picked

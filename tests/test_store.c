@@ -645,6 +645,15 @@ TEST(vectors) {
     store_vec ivec = {STORE_OWNER_IMAGE, img, iv};
     CHECK(store_vectors_put(s, "image", "clip", 2, &ivec, 1, &w) == STORE_OK && w == 1);
     CHECK(store_images_without_vector(s, "image", "clip", 0, 10, &t, &nt) == STORE_OK && nt == 0 && !t);
+    /* a replaced encoder's vectors go, only its own: the image is missing one again */
+    int64_t dropped = -1;
+    CHECK(store_vectors_drop(s, "image", "clip", &dropped) == STORE_OK && dropped == 1);
+    CHECK(store_vectors_drop(s, "image", "clip", &dropped) == STORE_OK && dropped == 0);
+    CHECK(store_vectors_drop(s, "pixels", "clip", NULL) == STORE_ERR_ARG);
+    CHECK(store_images_without_vector(s, "image", "clip", 0, 10, &t, &nt) == STORE_OK && nt == 1);
+    store_todos_free(t, nt);
+    CHECK(store_vectors_count(s, "text", "minilm", -1, &cnt) == STORE_OK && cnt == 2);
+    CHECK(store_vectors_put(s, "image", "clip", 2, &ivec, 1, &w) == STORE_OK && w == 1);
     /* iterate in id order; kind filter; early stop returns the callback's code */
     struct collect c = {0};
     CHECK(store_vectors_foreach(s, "text", "minilm", -1, collect_cb, &c) == STORE_OK);

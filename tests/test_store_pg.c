@@ -287,6 +287,10 @@ TEST(image_search_lsh_candidates_rescored) {
         used |= strstr(PQgetvalue(r, i, 0), "vectors_lsh_") != NULL;
     CHECK_MSG(used, "the Hamming search does not use the LSH index");
     PQclear(r);
+    int64_t dropped = -1, left = -1;   /* a replaced encoder's vectors go */
+    CHECK_MSG(store_vectors_drop(s, "image", "m-img", &dropped) == STORE_OK && dropped == N, "%s %lld",
+              store_errmsg(s), (long long)dropped);
+    CHECK(store_vectors_count(s, "image", "m-img", -1, &left) == STORE_OK && left == 0);
     store_images_free(im, n);
     store_close(s);
 }

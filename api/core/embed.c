@@ -26,6 +26,7 @@ struct embed_ctx {
     int sent_in_context;      /* sentence vectors pooled inside their chunk's pass
                                  ($MMRAG_SENTVEC=context) instead of encoded alone */
     clip_model *fig;          /* NULL: images are found by their text only (fig_notice) */
+    char fig_id[40];          /* "mmrag-figenc-" + hash of the file: the figure vectors' id */
     char fig_notice[512];
     embed_progress_fn progress;
     void *progress_user;
@@ -89,6 +90,22 @@ static int figenc_path(const char *models, char *buf, size_t len) {
     return 1;
 }
 
+/* "mmrag-figenc-" and the FNV-1a hash of the file's bytes. Returns 0 or -1. */
+static int file_id(const char *path, char *out, size_t len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    unsigned char buf[1 << 16];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        for (size_t i = 0; i < n; i++) h = (h ^ buf[i]) * 0x100000001b3ULL;
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) return -1;
+    snprintf(out, len, "mmrag-figenc-%016llx", (unsigned long long)h);
+    return 0;
+}
+
 /* A missing or broken figure encoder is a notice, never a failure: images keep their
  * text-proxied vectors. */
 static void load_figenc(embed_ctx *e, const char *models) {
@@ -106,9 +123,20 @@ static void load_figenc(embed_ctx *e, const char *models) {
         clip_free(e->fig);
         e->fig = NULL;
     }
+    if (e->fig && file_id(path, e->fig_id, sizeof e->fig_id)) {
+        snprintf(err, sizeof err, "cannot read %.200s", path);
+        clip_free(e->fig);
+        e->fig = NULL;
+    }
     if (!e->fig)
         snprintf(e->fig_notice, sizeof e->fig_notice, "figure encoder not loaded (%.200s): images "
                  "are found by their caption and nearby text only", err);
+}
+
+int embed_figure_model_of(store *s, char *buf, size_t len) {
+    if (!embed_figures_enabled()) return 0;
+    if (store_meta_get(s, EMBED_FIGURE_META, buf, len) != STORE_OK) snprintf(buf, len, "%s", EMBED_FIGURE_LEGACY);
+    return 1;
 }
 
 int embed_create(const char *models_dir, embed_ctx **out, char *err, size_t errlen) {
@@ -161,7 +189,7 @@ void embed_retr_config(embed_ctx *e, retr_config *c) {
     c->figure.dim = e->fig ? clip_dim(e->fig) : 0;
 }
 
-const char *embed_figure_model_id(const embed_ctx *e) { return e && e->fig ? EMBED_FIGURE_MODEL : NULL; }
+const char *embed_figure_model_id(const embed_ctx *e) { return e && e->fig ? e->fig_id : NULL; }
 const char *embed_figure_notice(const embed_ctx *e) { return e ? e->fig_notice : ""; }
 
 const char *embed_model_id(const embed_ctx *e) { return textenc_model_id(e->te); }
@@ -466,9 +494,20 @@ static int embed_pixels(embed_ctx *e, store *s, const char *model, int32_t dim, 
     }
 }
 
+/* Every image gets a vector of this encoder; once all have one, the collection's figure
+ * id becomes this encoder's and the vectors of the one before are deleted. */
 static int embed_figures(embed_ctx *e, store *s, int64_t *done, char *err, size_t errlen) {
     if (!e->fig) return 0;
-    return embed_pixels(e, s, EMBED_FIGURE_MODEL, clip_dim(e->fig), figure_of, done, err, errlen);
+    if (embed_pixels(e, s, e->fig_id, clip_dim(e->fig), figure_of, done, err, errlen)) return -1;
+    char old[64];
+    embed_figure_model_of(s, old, sizeof old);
+    if (!strcmp(old, e->fig_id)) return 0;
+    if (store_meta_set(s, EMBED_FIGURE_META, e->fig_id) != STORE_OK ||
+        store_vectors_drop(s, "image", old, NULL) != STORE_OK) {
+        snprintf(err, errlen, "%s", store_errmsg(s));
+        return -1;
+    }
+    return 0;
 }
 
 static int embed_colours(embed_ctx *e, store *s, char *err, size_t errlen) {
@@ -485,7 +524,7 @@ static int64_t pending_total(embed_ctx *e, store *s) {
         store_vectors_count(s, "image", model, STORE_OWNER_IMAGE, &iv) != STORE_OK)
         return 0;
     int64_t t = c.chunks - tv + c.images - iv, fv = 0;
-    if (e->fig && store_vectors_count(s, "image", EMBED_FIGURE_MODEL, STORE_OWNER_IMAGE, &fv) == STORE_OK)
+    if (e->fig && store_vectors_count(s, "image", e->fig_id, STORE_OWNER_IMAGE, &fv) == STORE_OK)
         t += c.images - fv;
     if (store_vectors_count(s, "image", VISION_COLOUR_MODEL, STORE_OWNER_IMAGE, &fv) == STORE_OK)
         t += c.images - fv;
@@ -518,7 +557,7 @@ int embed_has_pending(embed_ctx *e, store *s) {
         int32_t n = 0;
         if (what == 3 && !e->fig) continue;
         int rc = what == 4 ? store_images_without_vector(s, "image", VISION_COLOUR_MODEL, 0, 1, &items, &n)
-                 : what == 3 ? store_images_without_vector(s, "image", EMBED_FIGURE_MODEL, 0, 1, &items, &n)
+                 : what == 3 ? store_images_without_vector(s, "image", e->fig_id, 0, 1, &items, &n)
                  : what == 2 ? store_chunks_without_sentvecs(s, model, 0, 1, &items, &n)
                  : what   ? store_images_without_vector(s, "image", model, 0, 1, &items, &n)
                           : store_chunks_without_vector(s, "text", model, 0, 1, &items, &n);

@@ -14,9 +14,11 @@
 #include "index/store.h"
 #include "retrieval/retrieval.h"
 
-/* The figure vectors' model id in the store (image space); bump with the weights in
- * vision/data/figenc. */
-#define EMBED_FIGURE_MODEL "mmrag-figenc-v1"
+/* The figure vectors' model id in the store (image space) is "mmrag-figenc-" and a hash of
+ * the encoder file, so a new encoder re-embeds every image at the next indexing; collections
+ * made before that carry this fixed id. */
+#define EMBED_FIGURE_LEGACY "mmrag-figenc-v1"
+#define EMBED_FIGURE_META "figure_model"   /* store meta: the id the figure vectors have */
 
 typedef struct embed_ctx embed_ctx;
 /* Load the encoder from models_dir/minilm (NULL = $MMRAG_MODELS or "models").
@@ -33,6 +35,9 @@ const char *embed_figure_model_id(const embed_ctx *e);
 /* 0 when the user switched figure vectors off (MMRAG_FIGENC=none): search and locate
  * then ignore stored ones too. */
 int embed_figures_enabled(void);
+/* The id of the figure vectors stored in s (for readers without the encoder: locate):
+ * 1 with it in buf, 0 when figure vectors are switched off. */
+int embed_figure_model_of(store *s, char *buf, size_t len);
 const char *embed_figure_notice(const embed_ctx *e);
 /* The retriever's spaces for this encoder (text with its query encoder, image, figure when
  * loaded); e NULL leaves c untouched (BM25 only). One place for the CLI, server, library. */

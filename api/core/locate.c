@@ -173,10 +173,10 @@ int locate_cands_build(store *s, int64_t doc, int32_t page, locate_cands *out) {
 #define NARROW_MIN 200       /* fewer candidates: VPE scores them all */
 #define NARROW_PAGES 8       /* pages kept */
 
-/* The stored figure vectors' model id; NULL when the user switched them off
+/* The stored figure vectors' model id (in buf); NULL when the user switched them off
  * (MMRAG_FIGENC=none): then neither the narrowing nor VPE reads them. */
-static const char *figure_model(void) {
-    return embed_figures_enabled() ? EMBED_FIGURE_MODEL : NULL;
+static const char *figure_model(store *s, char *buf, size_t len) {
+    return embed_figure_model_of(s, buf, len) ? buf : NULL;
 }
 
 /* Per candidate: the stored cosine with the description (text or caption vector; an image
@@ -185,7 +185,8 @@ static const char *figure_model(void) {
 static int32_t score_cands(store *s, textenc *te, const locate_cands *c, const vpe_scope *sc,
                            const float *q, uint32_t colours, float *score) {
     int32_t dim = textenc_dim(te), have = 0;
-    const char *fm = figure_model();
+    char fbuf[64];
+    const char *fm = figure_model(s, fbuf, sizeof fbuf);
     float *v = malloc((size_t)dim * sizeof *v);
     for (int32_t i = 0; v && i < c->n; i++) {
         const vpe_region *r = &c->r[i];
@@ -275,7 +276,8 @@ static float *attach_image_vecs(store *s, locate_cands *c, const char *model, in
 static void attach_pixels(store *s, vpe *v, locate_cands *c) {
     textenc *te = vpe_text_encoder(v);
     cands_priv *p = c->priv;
-    p->figvecs = attach_image_vecs(s, c, figure_model(), te ? textenc_dim(te) : 0, 0);
+    char fbuf[64];
+    p->figvecs = attach_image_vecs(s, c, figure_model(s, fbuf, sizeof fbuf), te ? textenc_dim(te) : 0, 0);
     p->colours = attach_image_vecs(s, c, VISION_COLOUR_MODEL, VISION_COLOUR_DIM, 1);
 }
 

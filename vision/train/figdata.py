@@ -65,8 +65,16 @@ def _clist(cs):
     return cs[0] if len(cs) == 1 else ", ".join(cs[:-1]) + " and " + cs[-1]
 
 
-def spec(i, seed=0):
-    """The figure with index i: all content decided here, descriptions included."""
+# Kinds that printed manuals also draw in the print style of gnuplot, GLE, Asymptote or R:
+# ticks inside a closed frame, serif labels, hollow or cross markers, wireframe surfaces.
+PRINTABLE = ("line", "step", "scatter", "errorbar", "surface", "map3", "histogram", "bar", "hbar")
+MARKERS = {"o": "open circles", "s": "open squares", "^": "open triangles", "+": "plus signs",
+           "x": "crosses", "D": "open diamonds"}
+
+
+def spec(i, seed=0, print_share=0.0):
+    """The figure with index i: all content decided here, descriptions included. A share
+    print_share of the PRINTABLE kinds are drawn in the print style (stage 1 drew none)."""
     r = random.Random(seed * 1_000_003 + i)
     kind = KINDS[r.randrange(len(KINDS))]
     w_in, h_in = r.choice(SIZES)
@@ -77,8 +85,37 @@ def spec(i, seed=0):
     s["title"] = _title(r)
     s["xlabel"], s["ylabel"], xw, yw = _axes(r)
     d = _describe(kind, s, r, xw, yw)
+    s["print"] = kind in PRINTABLE and r.random() < print_share
+    if s["print"]:
+        d = _describe_print(kind, s, r, d, yw, xw)
     s["desc"] = d
     return s
+
+
+def _describe_print(kind, s, r, d, yw, xw):
+    """Print-style parameters of s, and the descriptions they make true or false."""
+    s["serif"] = r.random() < 0.6
+    s["marker"] = r.choice(list(MARKERS))
+    if kind in ("surface", "map3"):
+        c = r.choice(["black", "blue", "red", "green", "black"])
+        s["colours"] = [c]
+        if kind == "map3":
+            return [f"a 3D scatter plot of {c} {MARKERS[s['marker']]}", "a three-dimensional scatter plot",
+                    f"points in a 3D box of {yw}"]
+        s["wire"] = r.choice(["wireframe", "hidden", "wireframe"])
+        s["gridn"] = r.randint(6, 25)
+        mesh = "wireframe" if s["wire"] == "wireframe" else "mesh"
+        return [f"a 3D {mesh} surface plot in {c}", f"a {c} {mesh} surface over a grid",
+                "a 3D surface plot drawn with lines", f"3D surface plot of {yw}"]
+    if kind == "scatter":
+        s["fit"] = r.random() < 0.4
+        fit = " and a fitted line" if s["fit"] else ""
+        return d + [f"a scatter plot of {MARKERS[s['marker']]}{fit}",
+                    f"a scatter plot of {yw} against {xw} with {MARKERS[s['marker']]}"]
+    if kind in ("line", "step", "errorbar"):
+        return d + [f"a line plot in a closed frame with ticks inside" if kind != "errorbar"
+                    else "points with error bars in a closed frame"]
+    return d
 
 
 def _describe(kind, s, r, xw, yw):
@@ -267,6 +304,7 @@ def _series(rng, shape, n=50):
 def _draw(s, fig, rng):
     k = s["kind"]
     C = [COLOURS[c] for c in s.get("colours", [])]
+    pr = s.get("print")
     if k in ("surface", "map3"):
         ax = fig.add_subplot(111, projection="3d")
     elif k == "polar":
@@ -299,6 +337,8 @@ def _draw(s, fig, rng):
             x, y = _series(rng, s["shape"])
             kw = dict(color=C[j], linestyle=s["styles"][j], marker="o" if s["markers"] else None,
                       markersize=3)
+            if pr:
+                kw.update(marker=s["marker"] if s["markers"] else None, mfc="none", linewidth=0.8)
             (ax.step if k == "step" else ax.plot)(x, y, **kw)
     elif k == "scatter":
         for j in range(s["n"]):
@@ -306,7 +346,15 @@ def _draw(s, fig, rng):
             x = rng.normal(rng.uniform(0, 10), 1.5 if s["trend"] == "clustered" else 3, m)
             sl = {"positive": 1, "negative": -1}.get(s["trend"], 0)
             y = (sl * x + rng.normal(0, 2, m)) if s["trend"] != "clustered" else rng.normal(rng.uniform(0, 10), 1.5, m)
-            ax.scatter(x, y, s=8, color=C[j])
+            if pr:
+                hollow = s["marker"] not in "+x"
+                ax.scatter(x, y, s=18, marker=s["marker"], facecolors="none" if hollow else C[j],
+                           edgecolors=C[j], linewidths=0.8)
+                if s["fit"]:
+                    q = np.polyfit(x, y, 1)
+                    ax.plot(np.sort(x), np.polyval(q, np.sort(x)), color="black", linewidth=0.8)
+            else:
+                ax.scatter(x, y, s=8, color=C[j])
     elif k in ("pie", "donut"):
         v = rng.uniform(1, 10, s["n"])
         kw = dict(colors=C, labels=s["cats"], textprops={"fontsize": 7})
@@ -341,12 +389,27 @@ def _draw(s, fig, rng):
             im = ax.contourf(X, Y, Z, levels=n, cmap=s["cmap"])
         if s["colorbar"]:
             fig.colorbar(im, ax=ax)
+    elif k == "surface" and pr:
+        n = s["gridn"]
+        X, Y = np.meshgrid(np.linspace(-3, 3, n), np.linspace(-3, 3, n))
+        Z = np.sin(np.sqrt(X ** 2 + Y ** 2) * rng.uniform(.5, 2)) if rng.random() < 0.5 else \
+            np.exp(-(X - rng.uniform(-1, 1)) ** 2 - Y ** 2) + 0.2 * X
+        if s["wire"] == "wireframe":
+            ax.plot_wireframe(X, Y, Z, color=C[0], linewidth=0.6)
+        else:
+            ax.plot_surface(X, Y, Z, color="white", edgecolor=C[0], linewidth=0.5, shade=False)
+        _plain_panes(ax, rng)
     elif k == "surface":
         X, Y = np.meshgrid(np.linspace(-3, 3, 30), np.linspace(-3, 3, 30))
         ax.plot_surface(X, Y, np.sin(np.sqrt(X ** 2 + Y ** 2) * rng.uniform(.5, 2)), cmap=s["cmap"])
     elif k == "map3":
         p = rng.normal(0, 1, (3, 150))
-        ax.scatter(p[0], p[1], p[2], c=p[2], cmap=s["cmap"], s=6)
+        if pr:
+            ax.scatter(p[0], p[1], p[2], marker=s["marker"], s=14, linewidths=0.8,
+                       facecolors="none" if s["marker"] not in "+x" else C[0], edgecolors=C[0])
+            _plain_panes(ax, rng)
+        else:
+            ax.scatter(p[0], p[1], p[2], c=p[2], cmap=s["cmap"], s=6)
     elif k == "polar":
         th = np.linspace(0, 2 * np.pi, 12 if s["rose"] else 200)
         if s["rose"]:
@@ -388,6 +451,21 @@ def _draw(s, fig, rng):
             ax.grid(True, alpha=0.4)
     if s["has_title"]:
         ax.set_title(s["title"], fontsize=9)
+    if pr and k not in ("surface", "map3"):
+        ax.tick_params(direction="in", top=True, right=True)
+        if k in ("bar", "hbar", "histogram"):
+            for p in ax.patches:
+                p.set_edgecolor("black")
+                p.set_linewidth(0.6)
+
+
+def _plain_panes(ax, rng):
+    """The 3D box of a printed plot: white panes, often without the grid."""
+    for a in (ax.xaxis, ax.yaxis, ax.zaxis):
+        a.pane.fill = False
+        a.pane.set_edgecolor("black")
+    if rng.random() < 0.6:
+        ax.grid(False)
 
 
 def _flow(s, ax):
@@ -447,6 +525,12 @@ def render(s):
     """The spec's figure as uint8 RGB [h][w][3]."""
     plt = _plt()
     rng = np.random.default_rng(s["rs"])
+    style = {"font.family": "serif", "mathtext.fontset": "cm"} if s.get("serif") else {}
+    with plt.rc_context(style):
+        return _render_in(s, plt, rng)
+
+
+def _render_in(s, plt, rng):
     fig = plt.figure(figsize=(s["w_in"], s["h_in"]), dpi=s["dpi"])
     try:
         _draw(s, fig, rng)
@@ -469,12 +553,14 @@ def sample_main(spec_fn, render_fn):
     p.add_argument("--n", type=int, default=12)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", required=True)
+    p.add_argument("--print-share", type=float, help="figdata only: share drawn in the print style")
     a = p.parse_args()
+    kw = {} if a.print_share is None else {"print_share": a.print_share}
     os.makedirs(a.out, exist_ok=True)
     from PIL import Image
     with open(os.path.join(a.out, "specs.jsonl"), "w") as f:
         for i in range(a.n):
-            s = spec_fn(i, a.seed)
+            s = spec_fn(i, a.seed, **kw)
             Image.fromarray(render_fn(s)).save(os.path.join(a.out, f"{i:05d}-{s['kind']}.png"))
             f.write(json.dumps(s) + "\n")
 

@@ -41,11 +41,11 @@ CPU = torch.device("cpu")
 
 
 def render_one(job):
-    """Worker: ('base'|'doc', index, seed) -> (gh, gw, pixels, descriptions, type, source)
-    or None."""
-    src, i, seed = job
+    """Worker: ('base'|'doc', index, seed, print share) -> (gh, gw, pixels, descriptions, type,
+    source) or None."""
+    src, i, seed, share = job
+    s = figdata.spec(i, seed, print_share=share) if src == "base" else figdata_doc.spec(i, seed)
     mod = figdata if src == "base" else figdata_doc
-    s = mod.spec(i, seed)
     try:
         a = mod.render(s)
     except Exception:  # a generator bug must not stop a run
@@ -250,6 +250,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--n-base", type=int, default=3000)
     ap.add_argument("--n-doc", type=int, default=3000)
+    ap.add_argument("--print-share", type=float, default=0.0,
+                    help="share of the --n-base charts of PRINTABLE kinds drawn in the print style")
     ap.add_argument("--n-held", type=int, default=300)
     ap.add_argument("--real", default="", help="harvested figures (harvest_real.py OUT): comma-separated dirs")
     ap.add_argument("--n-real", type=int, default=2000)
@@ -280,8 +282,9 @@ def main():
     # training figures: base charts from index 10,000,000 on (the base run drew from 0), new
     # document-style figures from 0; held-out ones from seed 1 of both
     jobs = [] if a.eval_only else \
-        [("base", 10_000_000 + i, 0) for i in range(a.n_base)] + [("doc", i, 0) for i in range(a.n_doc)]
-    held_jobs = [("base", i, 1) for i in range(a.n_held)] + [("doc", i, 1) for i in range(a.n_held)]
+        [("base", 10_000_000 + i, 0, a.print_share) for i in range(a.n_base)] + \
+        [("doc", i, 0, 0.0) for i in range(a.n_doc)]
+    held_jobs = [("base", i, 1, 0.0) for i in range(a.n_held)] + [("doc", i, 1, 0.0) for i in range(a.n_held)]
     with mp.get_context("fork").Pool(a.workers) as pool:
         train = [r for r in pool.imap(render_one, jobs, chunksize=16) if r]
         held = [r for r in pool.imap(render_one, held_jobs, chunksize=16) if r]
