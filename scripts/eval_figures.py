@@ -34,7 +34,7 @@ Prints, with the figure encoder and without it (MMRAG_FIGENC=none):
     the precision and recall of its answers at its default threshold;
   - absent descriptions: each figure's page asked, with the page, for another document's figure
     of another type; every answer "found" is false;
-  - zero-shot figure type (figure encoder only): the labelled box cropped from a 144-dpi
+  - zero-shot figure type (figure encoder only, $MMRAG_FIGENC's when set): the labelled box cropped from a 144-dpi
     render, embedded by the training code's forward pass (vision/train/figenc_model.py,
     equal to the C path: tests/test_figenc.c), against one prompt per type.
 """
@@ -223,8 +223,10 @@ def type_accuracy(figs, pdfs, models):
     from figenc_model import FigureViT, MiniLM
     from harvest_real import crop  # the 144-dpi page crop the training data uses
     from train_figenc import to_grid, to_patches
-    d = os.path.join(ROOT, "vision", "data", "figenc")
-    m = FigureViT.from_file(os.path.join(d, "model.safetensors"), json.load(open(os.path.join(d, "config.json")))).eval()
+    f = os.environ.get("MMRAG_FIGENC") or os.path.join(ROOT, "vision", "data", "figenc", "model.safetensors")
+    if f == "none":
+        return
+    m = FigureViT.from_file(f, json.load(open(os.path.join(os.path.dirname(f), "config.json")))).eval()
     text = MiniLM(os.path.join(models, "minilm"))
     kinds = sorted(PROMPTS)
     P = text.embed([PROMPTS[k] for k in kinds])

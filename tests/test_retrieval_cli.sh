@@ -40,8 +40,9 @@ for f in "$tmp/broken.safetensors" "$tmp/missing.safetensors"; do
 done
 
 # a new figure encoder file (one weight's lowest bits changed) re-embeds every image at the
-# next run that embeds, then the collection's figure vectors are its alone (their id follows
-# the file's bytes: v2 and v3 once shipped under one id, and old collections kept v1 vectors)
+# next run that embeds and becomes the collection's figure id (the id follows the file's
+# bytes: v2 and v3 once shipped under one id, and old collections kept v1 vectors); the old
+# encoder's vectors stay for running readers until `mmrag compact`
 figs() { python3 -c 'import json, sqlite3, sys
 c = sqlite3.connect(sys.argv[1])
 m = dict(c.execute("SELECT value, 1 FROM meta WHERE key=\"figure_model\""))
@@ -53,14 +54,17 @@ size=$(stat -c %s "$tmp/new.safetensors")
 printf '\x01' | dd of="$tmp/new.safetensors" bs=1 seek=$((size - 64)) conv=notrunc 2>/dev/null
 top=$(MMRAG_FIGENC="$tmp/new.safetensors" img "$sky")
 after=$(figs)
-if python3 - "$before" "$after" <<'EOF'
+MMRAG_FIGENC="$tmp/new.safetensors" "$m" compact >"$tmp/compact" 2>&1
+compacted=$(figs)
+if python3 - "$before" "$after" "$compacted" <<'EOF'
 import json, sys
-(m0, r0, n0), (m1, r1, n1) = (json.loads(a) for a in sys.argv[1:])
+(m0, r0, n0), (m1, r1, n1), (m2, r2, n2) = (json.loads(a) for a in sys.argv[1:])
 assert len(r0) == 1 and r0[0][0] == m0[0] and r0[0][1] == n0, (m0, r0, n0)
-assert len(r1) == 1 and r1[0][0] == m1[0] != m0[0] and r1[0][1] == n1 == n0, (m1, r1, n1)
+assert m1[0] != m0[0] and sorted(r1) == sorted([[m0[0], n0], [m1[0], n0]]) and n1 == n0, (m1, r1)
+assert m2 == m1 and r2 == [[m1[0], n0]], (m2, r2)
 EOF
-then ok "new figure encoder: every image re-embedded, old vectors dropped, still '$top'"
-else bad "new figure encoder: before $before, after $after"; fi
+then ok "new figure encoder: every image re-embedded, the old vectors deleted by compact, still '$top'"
+else bad "new figure encoder: before $before, after $after, compacted $compacted $(cat "$tmp/compact")"; fi
 
 # colour profiles (vision/colour.c), stored by index and read by locate even with the figure
 # encoder off: on page 2 the line chart (blue and orange curves) shows orange, the bar chart

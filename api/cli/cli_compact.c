@@ -1,5 +1,6 @@
 /* api/cli/cli_compact.c — `mmrag compact`: rebuild the vector indexes without the ids of
- * deleted chunks/images (searches already skip them; this reclaims the space). */
+ * deleted chunks/images (searches already skip them; this reclaims the space), and delete
+ * the figure vectors of replaced figure encoders. */
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -10,7 +11,8 @@
 static const char usage[] =
     "usage: mmrag compact [--db DIR] [--models DIR]\n"
     "  Rebuild the FAISS text (HNSW) and image (LSH) indexes from the vectors table,\n"
-    "  dropping deleted entries, and save them beside the database.\n";
+    "  dropping deleted entries, and save them beside the database; delete the figure\n"
+    "  vectors of figure encoders replaced since (the images have the new one's).\n";
 
 int cli_compact(int argc, char **argv) {
     static const struct option opts[] = {{"db", required_argument, 0, 'd'},
@@ -43,6 +45,13 @@ int cli_compact(int argc, char **argv) {
         goto out;
     }
     retr_get_stats(r, &after);
+    int64_t dropped = 0;
+    if (embed_figure_drop_stale(s, &dropped, err, sizeof err)) {
+        cli_err("%s", err);
+        rc = CLI_DBERR;
+        goto out;
+    }
+    if (dropped) printf("figure vectors of replaced encoders: %lld deleted\n", (long long)dropped);
     printf("text index: %lld vectors (%lld dead) -> %lld\n", (long long)before.text_vectors,
            (long long)before.text_dead, (long long)after.text_vectors);
     printf("image index: %lld vectors (%lld dead) -> %lld\n", (long long)before.image_vectors,

@@ -47,7 +47,8 @@ int cli_retriever_open(store *s, const char *models, int quiet, int need_vectors
         cli_err("note: could not embed new chunks (%s); they are found by keywords only", err);
     retr_config c;
     retr_config_default(&c);
-    embed_retr_config(*emb, &c);
+    char fid[64];
+    embed_retr_config(*emb, s, &c, fid, sizeof fid);
     if (retr_create(s, &c, r, err, sizeof err)) {
         cli_err("%s", err);
         embed_free(*emb);

@@ -179,13 +179,24 @@ void embed_free(embed_ctx *e) {
     free(e);
 }
 
-void embed_retr_config(embed_ctx *e, retr_config *c) {
+/* The figure space a search reads: this encoder's, unless the collection still holds a
+ * complete set of another's (not re-embedded yet: a read-only collection, or a server that
+ * has not indexed since the upgrade). */
+static const char *figure_space(embed_ctx *e, store *s, char *id, size_t len) {
+    int64_t n = 0;
+    if (e->fig && s && embed_figure_model_of(s, id, len) && strcmp(id, e->fig_id) &&
+        store_vectors_count(s, "image", id, STORE_OWNER_IMAGE, &n) == STORE_OK && n > 0)
+        return id;
+    return embed_figure_model_id(e);
+}
+
+void embed_retr_config(embed_ctx *e, store *s, retr_config *c, char *id, size_t idlen) {
     if (!e) return;
     c->text.model = c->image.model = textenc_model_id(e->te);
     c->text.dim = c->image.dim = textenc_dim(e->te);
     c->text.encode = retr_textenc_encode;
     c->text.user = e->te;
-    c->figure.model = embed_figure_model_id(e);
+    c->figure.model = figure_space(e, s, id, idlen);
     c->figure.dim = e->fig ? clip_dim(e->fig) : 0;
 }
 
@@ -495,15 +506,40 @@ static int embed_pixels(embed_ctx *e, store *s, const char *model, int32_t dim, 
 }
 
 /* Every image gets a vector of this encoder; once all have one, the collection's figure
- * id becomes this encoder's and the vectors of the one before are deleted. */
+ * id becomes this encoder's. The vectors of the one before stay (a running server may still
+ * search them) until `mmrag compact` (embed_figure_drop_stale). */
 static int embed_figures(embed_ctx *e, store *s, int64_t *done, char *err, size_t errlen) {
     if (!e->fig) return 0;
     if (embed_pixels(e, s, e->fig_id, clip_dim(e->fig), figure_of, done, err, errlen)) return -1;
-    char old[64];
+    char old[64], stale[1024] = "";
     embed_figure_model_of(s, old, sizeof old);
     if (!strcmp(old, e->fig_id)) return 0;
-    if (store_meta_set(s, EMBED_FIGURE_META, e->fig_id) != STORE_OK ||
-        store_vectors_drop(s, "image", old, NULL) != STORE_OK) {
+    store_meta_get(s, EMBED_FIGURE_STALE, stale, sizeof stale);
+    size_t at = strlen(stale);
+    if (!strstr(stale, old) && at + strlen(old) + 2 < sizeof stale)
+        snprintf(stale + at, sizeof stale - at, "%s%s", at ? " " : "", old);
+    if (store_meta_set(s, EMBED_FIGURE_STALE, stale) != STORE_OK ||
+        store_meta_set(s, EMBED_FIGURE_META, e->fig_id) != STORE_OK) {
+        snprintf(err, errlen, "%s", store_errmsg(s));
+        return -1;
+    }
+    return 0;
+}
+
+int embed_figure_drop_stale(store *s, int64_t *dropped, char *err, size_t errlen) {
+    char stale[1024] = "", cur[64] = "";
+    *dropped = 0;
+    if (store_meta_get(s, EMBED_FIGURE_STALE, stale, sizeof stale) != STORE_OK) return 0;
+    store_meta_get(s, EMBED_FIGURE_META, cur, sizeof cur);
+    for (char *save = NULL, *id = strtok_r(stale, " ", &save); id; id = strtok_r(NULL, " ", &save)) {
+        int64_t n = 0;
+        if (strcmp(id, cur) && store_vectors_drop(s, "image", id, &n) != STORE_OK) {
+            snprintf(err, errlen, "%s", store_errmsg(s));
+            return -1;
+        }
+        *dropped += n;
+    }
+    if (store_meta_set(s, EMBED_FIGURE_STALE, "") != STORE_OK) {
         snprintf(err, errlen, "%s", store_errmsg(s));
         return -1;
     }

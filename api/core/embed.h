@@ -19,6 +19,7 @@
  * made before that carry this fixed id. */
 #define EMBED_FIGURE_LEGACY "mmrag-figenc-v1"
 #define EMBED_FIGURE_META "figure_model"   /* store meta: the id the figure vectors have */
+#define EMBED_FIGURE_STALE "figure_model_stale"   /* ids replaced since the last compact */
 
 typedef struct embed_ctx embed_ctx;
 /* Load the encoder from models_dir/minilm (NULL = $MMRAG_MODELS or "models").
@@ -38,10 +39,14 @@ int embed_figures_enabled(void);
 /* The id of the figure vectors stored in s (for readers without the encoder: locate):
  * 1 with it in buf, 0 when figure vectors are switched off. */
 int embed_figure_model_of(store *s, char *buf, size_t len);
+/* Delete the figure vectors of encoders replaced since (`mmrag compact`); *dropped gets how
+ * many. Returns 0 or -1 with a message. */
+int embed_figure_drop_stale(store *s, int64_t *dropped, char *err, size_t errlen);
 const char *embed_figure_notice(const embed_ctx *e);
-/* The retriever's spaces for this encoder (text with its query encoder, image, figure when
- * loaded); e NULL leaves c untouched (BM25 only). One place for the CLI, server, library. */
-void embed_retr_config(embed_ctx *e, retr_config *c);
+/* The retriever's spaces for this encoder over store s (text with its query encoder, image,
+ * figure when loaded: the figure id is written to id, idlen >= 64, which must outlive c until
+ * retr_create); e NULL leaves c untouched (BM25 only). One place for the CLI, server, library. */
+void embed_retr_config(embed_ctx *e, store *s, retr_config *c, char *id, size_t idlen);
 void *embed_textenc(embed_ctx *e);   /* the textenc * (for retr_textenc_encode) */
 /* Text vectors for callers (POST /v1/embeddings, the library): n texts into
  * out[n][embed_dim(e)], L2-normalized, the same vectors chunks and queries get; *n_tokens

@@ -144,7 +144,8 @@ int mmrag_open(const char *dir, const mmrag_options *o, mmrag **out, char *err, 
     }
     retr_config rcfg;
     retr_config_default(&rcfg);
-    embed_retr_config(h->emb, &rcfg);
+    char fid[64];
+    embed_retr_config(h->emb, h->st, &rcfg, fid, sizeof fid);
     if (retr_create(h->st, &rcfg, &h->retr, err, errlen)) { mmrag_close(h); return MMRAG_ERR_STORE; }
     *out = h;
     return MMRAG_OK;

@@ -107,7 +107,8 @@ retriever *srv_query_retriever(srv_server *s, srv_coll *coll, char *err, size_t 
     if (srv_coll_open_read(coll, &c->st, err, errlen)) { free(c); goto out; }
     retr_config rc;
     retr_config_default(&rc);
-    embed_retr_config(q->emb, &rc);
+    char fid[64];
+    embed_retr_config(q->emb, c->st, &rc, fid, sizeof fid);
     if (retr_create(c->st, &rc, &c->r, err, errlen)) { store_close(c->st); free(c); goto out; }
     c->coll = coll;
     c->next = q->retrs;

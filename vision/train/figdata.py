@@ -347,9 +347,7 @@ def _draw(s, fig, rng):
             sl = {"positive": 1, "negative": -1}.get(s["trend"], 0)
             y = (sl * x + rng.normal(0, 2, m)) if s["trend"] != "clustered" else rng.normal(rng.uniform(0, 10), 1.5, m)
             if pr:
-                hollow = s["marker"] not in "+x"
-                ax.scatter(x, y, s=18, marker=s["marker"], facecolors="none" if hollow else C[j],
-                           edgecolors=C[j], linewidths=0.8)
+                ax.scatter(x, y, s=18, marker=s["marker"], linewidths=0.8, **_mark(s, C[j]))
                 if s["fit"]:
                     q = np.polyfit(x, y, 1)
                     ax.plot(np.sort(x), np.polyval(q, np.sort(x)), color="black", linewidth=0.8)
@@ -405,8 +403,7 @@ def _draw(s, fig, rng):
     elif k == "map3":
         p = rng.normal(0, 1, (3, 150))
         if pr:
-            ax.scatter(p[0], p[1], p[2], marker=s["marker"], s=14, linewidths=0.8,
-                       facecolors="none" if s["marker"] not in "+x" else C[0], edgecolors=C[0])
+            ax.scatter(p[0], p[1], p[2], marker=s["marker"], s=14, linewidths=0.8, **_mark(s, C[0]))
             _plain_panes(ax, rng)
         else:
             ax.scatter(p[0], p[1], p[2], c=p[2], cmap=s["cmap"], s=6)
@@ -457,6 +454,11 @@ def _draw(s, fig, rng):
             for p in ax.patches:
                 p.set_edgecolor("black")
                 p.set_linewidth(0.6)
+
+
+def _mark(s, c):
+    """Colours of a print-style marker: hollow shapes, or line-only crosses."""
+    return {"color": c} if s["marker"] in "+x" else {"facecolors": "none", "edgecolors": c}
 
 
 def _plain_panes(ax, rng):
