@@ -52,6 +52,16 @@ before=$(figs)
 cp vision/data/figenc/model.safetensors "$tmp/new.safetensors"
 size=$(stat -c %s "$tmp/new.safetensors")
 printf '\x01' | dd of="$tmp/new.safetensors" bs=1 seek=$((size - 64)) conv=notrunc 2>/dev/null
+# before anything embeds with it, a server holding the new encoder searches the old one's
+# complete set of vectors (the caption alone does not find the photo: see above)
+MMRAG_FIGENC="$tmp/new.safetensors" "$m" serve --db "$MMRAG_DB" --listen 127.0.0.1:0 >"$tmp/srv.out" 2>"$tmp/srv.err" &
+spid=$!
+port=$(listen_port "$tmp/srv.out" "$spid")
+top=$(curl -s -X POST "http://127.0.0.1:$port/v1/search" -d "{\"query\":\"$sky\",\"k\":1,\"weights\":{\"text\":0,\"bm25\":0,\"image\":1}}" |
+      jq -r '.hits[0].snippet // empty')
+kill "$spid"; wait "$spid" 2>/dev/null
+[[ $top == *"Aerial photo"* && $(figs) == "$before" ]] && ok "new figure encoder, not yet embedded: the server searches the old vectors ('$top')" ||
+  bad "new figure encoder, not yet embedded: server found '$top', vectors $(figs) (before $before)"
 top=$(MMRAG_FIGENC="$tmp/new.safetensors" img "$sky")
 after=$(figs)
 MMRAG_FIGENC="$tmp/new.safetensors" "$m" compact >"$tmp/compact" 2>&1
