@@ -62,6 +62,8 @@ top=$(curl -s -X POST "http://127.0.0.1:$port/v1/search" -d "{\"query\":\"$sky\"
 kill "$spid"; wait "$spid" 2>/dev/null
 [[ $top == *"Aerial photo"* && $(figs) == "$before" ]] && ok "new figure encoder, not yet embedded: the server searches the old vectors ('$top')" ||
   bad "new figure encoder, not yet embedded: server found '$top', vectors $(figs) (before $before)"
+MMRAG_FIGENC="$tmp/new.safetensors" "$m" search "$sky" -k 1 --sources image >/dev/null 2>"$tmp/err"
+grep -q "new figure encoder" "$tmp/err" && ok "the search that re-embeds says why" || bad "no note on re-embedding: $(cat "$tmp/err")"
 top=$(MMRAG_FIGENC="$tmp/new.safetensors" img "$sky")
 after=$(figs)
 MMRAG_FIGENC="$tmp/new.safetensors" "$m" compact >"$tmp/compact" 2>&1

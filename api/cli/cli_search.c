@@ -41,8 +41,8 @@ int cli_retriever_open(store *s, const char *models, int quiet, int need_vectors
     if (*emb && !quiet && *embed_figure_notice(*emb)) cli_err("note: %s", embed_figure_notice(*emb));
     if (*emb && !quiet && embed_has_pending(*emb, s))
         cli_err("note: embedding chunks, sentences or images indexed without vectors or colour "
-                "profiles (--no-embed, an earlier failure, or a collection from before them); "
-                "once, then they are stored");
+                "profiles (--no-embed, an earlier failure, a collection from before them, or a "
+                "new figure encoder); once, then they are stored");
     if (*emb && embed_pending(*emb, s, NULL, err, sizeof err) && !quiet)
         cli_err("note: could not embed new chunks (%s); they are found by keywords only", err);
     retr_config c;
