@@ -514,9 +514,11 @@ static int embed_figures(embed_ctx *e, store *s, int64_t *done, char *err, size_
     char old[64], stale[1024] = "";
     embed_figure_model_of(s, old, sizeof old);
     if (!strcmp(old, e->fig_id)) return 0;
+    int64_t had = 0;   /* a new collection has no vectors under the legacy id to list */
+    store_vectors_count(s, "image", old, STORE_OWNER_IMAGE, &had);
     store_meta_get(s, EMBED_FIGURE_STALE, stale, sizeof stale);
     size_t at = strlen(stale);
-    if (!strstr(stale, old) && at + strlen(old) + 2 < sizeof stale)
+    if (had && !strstr(stale, old) && at + strlen(old) + 2 < sizeof stale)
         snprintf(stale + at, sizeof stale - at, "%s%s", at ? " " : "", old);
     if (store_meta_set(s, EMBED_FIGURE_STALE, stale) != STORE_OK ||
         store_meta_set(s, EMBED_FIGURE_META, e->fig_id) != STORE_OK) {
