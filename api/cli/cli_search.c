@@ -45,11 +45,7 @@ int cli_retriever_open(store *s, const char *models, int quiet, int need_vectors
                 "new figure encoder); once, then they are stored");
     if (*emb && embed_pending(*emb, s, NULL, err, sizeof err) && !quiet)
         cli_err("note: could not embed new chunks (%s); they are found by keywords only", err);
-    retr_config c;
-    retr_config_default(&c);
-    char fid[64];
-    embed_retr_config(*emb, s, &c, fid, sizeof fid);
-    if (retr_create(s, &c, r, err, sizeof err)) {
+    if (embed_create_retriever(*emb, s, r, err, sizeof err)) {
         cli_err("%s", err);
         embed_free(*emb);
         *emb = NULL;

@@ -43,10 +43,10 @@ int embed_figure_model_of(store *s, char *buf, size_t len);
  * many. Returns 0 or -1 with a message. */
 int embed_figure_drop_stale(store *s, int64_t *dropped, char *err, size_t errlen);
 const char *embed_figure_notice(const embed_ctx *e);
-/* The retriever's spaces for this encoder over store s (text with its query encoder, image,
- * figure when loaded: the figure id is written to id, idlen >= 64, which must outlive c until
- * retr_create); e NULL leaves c untouched (BM25 only). One place for the CLI, server, library. */
-void embed_retr_config(embed_ctx *e, store *s, retr_config *c, char *id, size_t idlen);
+/* A retriever over s with this encoder's spaces (text with its query encoder, image, figure
+ * when loaded); e NULL: BM25 only. One place for the CLI, server, library. Free with
+ * retr_free(). Returns 0 or -1 with a message (retr_create's). */
+int embed_create_retriever(embed_ctx *e, store *s, retriever **out, char *err, size_t errlen);
 void *embed_textenc(embed_ctx *e);   /* the textenc * (for retr_textenc_encode) */
 /* Text vectors for callers (POST /v1/embeddings, the library): n texts into
  * out[n][embed_dim(e)], L2-normalized, the same vectors chunks and queries get; *n_tokens

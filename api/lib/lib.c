@@ -142,11 +142,7 @@ int mmrag_open(const char *dir, const mmrag_options *o, mmrag **out, char *err, 
         mmrag_close(h);
         return MMRAG_ERR_MODEL;
     }
-    retr_config rcfg;
-    retr_config_default(&rcfg);
-    char fid[64];
-    embed_retr_config(h->emb, h->st, &rcfg, fid, sizeof fid);
-    if (retr_create(h->st, &rcfg, &h->retr, err, errlen)) { mmrag_close(h); return MMRAG_ERR_STORE; }
+    if (embed_create_retriever(h->emb, h->st, &h->retr, err, errlen)) { mmrag_close(h); return MMRAG_ERR_STORE; }
     *out = h;
     return MMRAG_OK;
 }

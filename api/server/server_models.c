@@ -105,11 +105,7 @@ retriever *srv_query_retriever(srv_server *s, srv_coll *coll, char *err, size_t 
     retriever *r = NULL;
     if (!c) { snprintf(err, errlen, "out of memory"); goto out; }
     if (srv_coll_open_read(coll, &c->st, err, errlen)) { free(c); goto out; }
-    retr_config rc;
-    retr_config_default(&rc);
-    char fid[64];
-    embed_retr_config(q->emb, c->st, &rc, fid, sizeof fid);
-    if (retr_create(c->st, &rc, &c->r, err, errlen)) { store_close(c->st); free(c); goto out; }
+    if (embed_create_retriever(q->emb, c->st, &c->r, err, errlen)) { store_close(c->st); free(c); goto out; }
     c->coll = coll;
     c->next = q->retrs;
     q->retrs = c;
