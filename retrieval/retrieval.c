@@ -7,16 +7,27 @@
 #include <ctype.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+/* The figure vectors of one encoder. A retriever moves to a new one when the collection's
+ * figure encoder changes; the old stays allocated until retr_free, as a search that began
+ * before the move may still read it (it happens once per encoder upgrade). */
+typedef struct fig_space {
+    vindex *v;
+    char model[64];
+    struct fig_space *older;
+} fig_space;
+
 struct retriever {
     store *s;
     retr_config c;
-    char text_model[64], image_model[64], figure_model[64];
-    vindex *vt, *vi, *vf;
+    char text_model[64], image_model[64];
+    vindex *vt, *vi;
+    _Atomic(fig_space *) fig;   /* NULL: no figure space */
     pthread_mutex_t sync_mu;
 };
 
@@ -40,6 +51,35 @@ int retr_textenc_encode(void *user, const char *text, float *out, int32_t dim, c
     return textenc_embed(te, t, 1, out, err, errlen);
 }
 
+/* Open the figure vectors of `model` as the current figure space (under sync_mu, or
+ * before the retriever is shared). */
+static int open_figures(retriever *r, const char *model, char *err, size_t errlen) {
+    fig_space *f = calloc(1, sizeof *f);
+    if (!f) { retrieval_set_err(err, errlen, "retrieval: out of memory"); return -1; }
+    snprintf(f->model, sizeof f->model, "%s", model);
+    vindex_opts o;
+    vindex_opts_default(&o, VINDEX_LSH, r->c.figure.dim);
+    if (r->c.lsh_bits > 0) o.lsh_bits = r->c.lsh_bits;
+    if (vindex_open_store(r->s, "figure", f->model, &o, &f->v, NULL, err, errlen)) {
+        free(f);
+        return -1;
+    }
+    f->older = atomic_load(&r->fig);
+    atomic_store(&r->fig, f);
+    return 0;
+}
+
+/* Follow the collection to another figure encoder's vectors when figure_now names one.
+ * When they cannot be opened (out of memory), the search goes on with the old ones and the
+ * next catch-up tries again. */
+static void follow_figures(retriever *r) {
+    fig_space *f = atomic_load(&r->fig);
+    char id[64], err[256];
+    if (f && r->c.figure_now && !r->c.figure_now(r->c.figure_now_user, r->s, id, sizeof id) &&
+        strcmp(id, f->model))
+        open_figures(r, id, err, sizeof err);
+}
+
 int retr_create(store *s, const retr_config *c, retriever **out, char *err, size_t errlen) {
     *out = NULL;
     if (!s || !c) { retrieval_set_err(err, errlen, "retrieval: no store or config"); return -1; }
@@ -50,10 +90,9 @@ int retr_create(store *s, const retr_config *c, retriever **out, char *err, size
     pthread_mutex_init(&r->sync_mu, NULL);
     if (c->text.model) snprintf(r->text_model, sizeof r->text_model, "%s", c->text.model);
     if (c->image.model) snprintf(r->image_model, sizeof r->image_model, "%s", c->image.model);
-    if (c->figure.model) snprintf(r->figure_model, sizeof r->figure_model, "%s", c->figure.model);
     r->c.text.model = c->text.model ? r->text_model : NULL;
     r->c.image.model = c->image.model ? r->image_model : NULL;
-    r->c.figure.model = c->figure.model ? r->figure_model : NULL;
+    r->c.figure.model = NULL;   /* the current one is r->fig's */
     vindex_opts o;
     if (r->c.text.model) {
         vindex_opts_default(&o, VINDEX_HNSW, c->text.dim);
@@ -65,11 +104,7 @@ int retr_create(store *s, const retr_config *c, retriever **out, char *err, size
         if (c->lsh_bits > 0) o.lsh_bits = c->lsh_bits;
         if (vindex_open_store(s, "image", r->image_model, &o, &r->vi, NULL, err, errlen)) goto fail;
     }
-    if (r->c.figure.model) {
-        vindex_opts_default(&o, VINDEX_LSH, c->figure.dim);
-        if (c->lsh_bits > 0) o.lsh_bits = c->lsh_bits;
-        if (vindex_open_store(s, "figure", r->figure_model, &o, &r->vf, NULL, err, errlen)) goto fail;
-    }
+    if (c->figure.model && open_figures(r, c->figure.model, err, errlen)) goto fail;
     *out = r;
     return 0;
 fail:
@@ -81,7 +116,11 @@ void retr_free(retriever *r) {
     if (!r) return;
     vindex_free(r->vt);
     vindex_free(r->vi);
-    vindex_free(r->vf);
+    for (fig_space *f = atomic_load(&r->fig), *o; f; f = o) {
+        o = f->older;
+        vindex_free(f->v);
+        free(f);
+    }
     pthread_mutex_destroy(&r->sync_mu);
     free(r);
 }
@@ -94,9 +133,12 @@ static int update_indexes(retriever *r,
                           char *err, size_t errlen) {
     int rc = 0;
     pthread_mutex_lock(&r->sync_mu);
+    fig_space *f = atomic_load(&r->fig);
     if (r->vt) rc = update(r->vt, r->s, "text", r->text_model, NULL, err, errlen);
     if (!rc && r->vi) rc = update(r->vi, r->s, "image", r->image_model, NULL, err, errlen);
-    if (!rc && r->vf) rc = update(r->vf, r->s, "figure", r->figure_model, NULL, err, errlen);
+    if (!rc) follow_figures(r);
+    if (!rc && f && f == atomic_load(&r->fig))   /* a space opened just now is up to date */
+        rc = update(f->v, r->s, "figure", f->model, NULL, err, errlen);
     pthread_mutex_unlock(&r->sync_mu);
     return rc;
 }
@@ -302,15 +344,16 @@ float retr_stored_cosine(store *s, int32_t owner, int64_t id, const char *model,
  * kinds of evidence add up instead of the louder one hiding the other. An image without a
  * caption has only nearby paragraphs for text: its text cosine counts RETR_NEARBY_TEXT.
  * Re-sorted and cut to depth. */
-static int figure_list(retriever *r, const float *qt, const float *qi, const retr_opts *o,
-                       cands *cs, int64_t *list, int32_t *nlist, char *err, size_t errlen) {
-    int32_t df = vindex_get_opts(r->vf)->dim, di = r->vi ? vindex_get_opts(r->vi)->dim : 0;
+static int figure_list(retriever *r, const fig_space *fs, const float *qt, const float *qi,
+                       const retr_opts *o, cands *cs, int64_t *list, int32_t *nlist, char *err,
+                       size_t errlen) {
+    int32_t df = vindex_get_opts(fs->v)->dim, di = r->vi ? vindex_get_opts(r->vi)->dim : 0;
     int64_t *mine = malloc((size_t)o->depth * sizeof *mine);
     cand **all = malloc((size_t)(o->depth * 2) * sizeof *all);
     float *buf = malloc((size_t)(df > di ? df : di) * sizeof *buf);
     int32_t nm = 0, na = 0, rc = 0;
     if (!mine || !all || !buf) { retrieval_set_err(err, errlen, "retrieval: out of memory"); rc = -1; }
-    if (!rc) rc = vector_list(r, r->vf, RETR_SRC_IMAGE, RETR_FIGURE_GAIN, qt, o, cs, mine, &nm,
+    if (!rc) rc = vector_list(r, fs->v, RETR_SRC_IMAGE, RETR_FIGURE_GAIN, qt, o, cs, mine, &nm,
                               err, errlen);
     for (int32_t i = 0; !rc && i < *nlist + nm; i++) {
         cand *c = cands_find(cs, i < *nlist ? list[i] : mine[i - *nlist]);
@@ -321,7 +364,7 @@ static int figure_list(retriever *r, const float *qt, const float *qi, const ret
         if (!c->image_id) continue;
         float cap = r->vi ? retr_stored_cosine(r->s, STORE_OWNER_IMAGE, c->image_id, r->image_model,
                                                qi, di, buf) : -2;
-        float pix = retr_stored_cosine(r->s, STORE_OWNER_IMAGE, c->image_id, r->figure_model, qt, df,
+        float pix = retr_stored_cosine(r->s, STORE_OWNER_IMAGE, c->image_id, fs->model, qt, df,
                                        buf);
         if (cap > -1.5f && c->row.kind != STORE_KIND_CAPTION) cap *= RETR_NEARBY_TEXT;
         if (cap > -1.5f || pix > -1.5f) c->score[RETR_SRC_IMAGE] = retr_image_score(cap, pix);
@@ -581,7 +624,8 @@ int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
     int want_text = r->vt && w[RETR_SRC_TEXT] > 0;
     int same_space = r->c.image.model && r->c.text.model && !r->c.image.encode &&
                      strcmp(r->image_model, r->text_model) == 0;
-    int want_image = (r->vi || r->vf) && w[RETR_SRC_IMAGE] > 0;
+    const fig_space *fs = atomic_load(&r->fig);   /* one space for the whole search */
+    int want_image = (r->vi || fs) && w[RETR_SRC_IMAGE] > 0;
     int32_t dt = r->vt ? vindex_get_opts(r->vt)->dim : 0;
     int32_t di = r->vi ? vindex_get_opts(r->vi)->dim : 0;
     if ((want_text || (want_image && same_space)) && !qvec_text && r->c.text.encode && dt) {
@@ -598,7 +642,7 @@ int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
         }
     }
     /* figure vectors live in the text encoder's space (LiT): the text query searches them */
-    int want_figure = want_image && r->vf && qvec_text && vindex_get_opts(r->vf)->dim == dt;
+    int want_figure = want_image && fs && qvec_text && vindex_get_opts(fs->v)->dim == dt;
     res->encode_ms = now_ms() - t0;
 
     double t1 = now_ms();
@@ -615,7 +659,7 @@ int retr_search_vec(retriever *r, const char *query, const float *qvec_text,
     if (!rc && want_image && qvec_image)
         rc = vector_list(r, r->vi, RETR_SRC_IMAGE, 1, qvec_image, &o, &cs, lists[1], &nl[1], err, errlen);
     if (!rc && want_figure)
-        rc = figure_list(r, qvec_text, qvec_image, &o, &cs, lists[1], &nl[1], err, errlen);
+        rc = figure_list(r, fs, qvec_text, qvec_image, &o, &cs, lists[1], &nl[1], err, errlen);
     if (!rc && want_image) image_rerank(r, query, &cs, lists[1], nl[1]);
     if (!rc && w[RETR_SRC_BM25] > 0)
         rc = bm25_list(r, query, &o, &cs, lists[2], &nl[2], err, errlen);

@@ -54,9 +54,17 @@ typedef struct retr_space {
     void *user;
 } retr_space;
 
+/* The figure space's model id now, into buf: the collection may switch figure encoders
+ * while a retriever lives (a re-embedding finished in another process or thread). Returns
+ * 0, or -1 to keep the current one. */
+typedef int (*retr_model_fn)(void *user, store *s, char *buf, size_t len);
+
 typedef struct retr_config {
     retr_space text, image;
     retr_space figure;       /* images by their pixels, in the text space (model NULL = off) */
+    retr_model_fn figure_now; /* NULL: figure.model for the retriever's life; else asked at
+                                 each catch-up, and a new id opens its index */
+    void *figure_now_user;
     int32_t ef_search;       /* HNSW beam (0 = vindex default) */
     int32_t lsh_bits;        /* 0 = vindex default (256) */
 } retr_config;

@@ -447,6 +447,76 @@ TEST(filters) {
     store_close(fx.s);
 }
 
+/* Figure vectors of `model` for the two images of doc A: image i shows words[i]. */
+static int put_figures(store *s, int64_t doc, const char *model, const char *const words[2]) {
+    store_image_row *im = NULL;
+    int32_t n = 0;
+    if (store_images_get(s, doc, 2, &im, &n) != STORE_OK || n != 2) return -1;
+    float v[2][BOW_DIM];
+    store_vec sv[2];
+    for (int i = 0; i < 2; i++) {
+        bow_encode(NULL, words[i], v[i], BOW_DIM, NULL, 0);
+        sv[i] = (store_vec){STORE_OWNER_IMAGE, im[i].id, v[i]};
+    }
+    store_images_free(im, n);
+    return store_vectors_put(s, "image", model, BOW_DIM, sv, 2, NULL) == STORE_OK ? 0 : -1;
+}
+
+static int figure_model_now(void *user, store *s, char *buf, size_t len) {
+    (void)s;
+    if (!*(const char *)user) return -1;   /* cannot tell: keep the current one */
+    snprintf(buf, len, "%s", (const char *)user);
+    return 0;
+}
+
+/* The image an image-only search for q puts first (its id), or -1. */
+static int64_t top_image(retriever *r, const char *q) {
+    retr_opts o;
+    retr_opts_default(&o);
+    o.sources = RETR_USE_IMAGE;
+    o.min_image_score = -1.0f;
+    o.k = 1;
+    retr_result res;
+    char err[512];
+    if (retr_search(r, q, &o, &res, err, sizeof err) || res.n < 1) return -1;
+    int64_t id = res.hits[0].image_id;
+    retr_result_free(&res);
+    return id;
+}
+
+/* A retriever kept open follows the collection to another figure encoder's vectors when
+ * figure_now names them (a re-embedding finished), and keeps its space while it cannot tell. */
+TEST(figure_space_follows_the_collection) {
+    fixture fx;
+    CHECK(fixture_open(&fx, "figs") == 0);
+    static const char *const old_w[2] = {"zebra stripes", "volcano ash"};
+    static const char *const new_w[2] = {"volcano ash", "zebra stripes"};
+    CHECK(put_figures(fx.s, fx.da, "enc-old", old_w) == 0 && put_figures(fx.s, fx.da, "enc-new", new_w) == 0);
+    store_image_row *im = NULL;
+    int32_t n = 0;
+    CHECK(store_images_get(fx.s, fx.da, 2, &im, &n) == STORE_OK && n == 2);
+    int64_t id0 = n == 2 ? im[0].id : 0, id1 = n == 2 ? im[1].id : 0;
+    store_images_free(im, n);
+    char now[64] = "enc-old", err[512];
+    retr_config c;
+    retr_config_default(&c);
+    c.text = (retr_space){"bow", BOW_DIM, bow_encode, NULL};
+    c.image = (retr_space){"bow", BOW_DIM, NULL, NULL};
+    c.figure = (retr_space){"enc-old", BOW_DIM, NULL, NULL};
+    c.figure_now = figure_model_now;
+    c.figure_now_user = now;
+    retriever *r = NULL;
+    CHECK_MSG(retr_create(fx.s, &c, &r, err, sizeof err) == 0, "%s", err);
+    CHECK(top_image(r, "volcano ash") == id1);
+    now[0] = 0;   /* the callback cannot tell: the old space stays */
+    CHECK(top_image(r, "volcano ash") == id1);
+    snprintf(now, sizeof now, "enc-new");
+    CHECK_MSG(top_image(r, "volcano ash") == id0, "the retriever still reads the old encoder's vectors");
+    CHECK(top_image(r, "zebra stripes") == id1);
+    retr_free(r);
+    store_close(fx.s);
+}
+
 TEST(delete_no_ghosts_then_compact) {
     fixture fx;
     CHECK(fixture_open(&fx, "del") == 0);

@@ -57,9 +57,9 @@ printf '\x01' | dd of="$tmp/new.safetensors" bs=1 seek=$((size - 64)) conv=notru
 MMRAG_FIGENC="$tmp/new.safetensors" "$m" serve --db "$MMRAG_DB" --listen 127.0.0.1:0 >"$tmp/srv.out" 2>"$tmp/srv.err" &
 spid=$!
 port=$(listen_port "$tmp/srv.out" "$spid")
-top=$(curl -s -X POST "http://127.0.0.1:$port/v1/search" -d "{\"query\":\"$sky\",\"k\":1,\"weights\":{\"text\":0,\"bm25\":0,\"image\":1}}" |
-      jq -r '.hits[0].snippet // empty')
-kill "$spid"; wait "$spid" 2>/dev/null
+srv_img() { curl -s -X POST "http://127.0.0.1:$port/v1/search" -d "{\"query\":\"$sky\",\"k\":1,\"weights\":{\"text\":0,\"bm25\":0,\"image\":1}}" |
+      jq -r '.hits[0].snippet // empty'; }
+top=$(srv_img)
 [[ $top == *"Aerial photo"* && $(figs) == "$before" ]] && ok "new figure encoder, not yet embedded: the server searches the old vectors ('$top')" ||
   bad "new figure encoder, not yet embedded: server found '$top', vectors $(figs) (before $before)"
 MMRAG_FIGENC="$tmp/new.safetensors" "$m" search "$sky" -k 1 --sources image >/dev/null 2>"$tmp/err"
@@ -77,6 +77,12 @@ assert m2 == m1 and r2 == [[m1[0], n0]], (m2, r2)
 EOF
 then ok "new figure encoder: every image re-embedded, the old vectors deleted by compact, still '$top'"
 else bad "new figure encoder: before $before, after $after, compacted $compacted $(cat "$tmp/compact")"; fi
+# the server, running all along, follows the collection to the new vectors (before, it kept
+# searching the old encoder's until a restart, and compact left it without any)
+top=$(srv_img)
+kill "$spid"; wait "$spid" 2>/dev/null
+[[ $top == *"Aerial photo"* ]] && ok "a running server follows the collection to the new encoder's vectors" ||
+  bad "after re-embedding and compact, the running server found '$top'"
 
 # colour profiles (vision/colour.c), stored by index and read by locate even with the figure
 # encoder off: on page 2 the line chart (blue and orange curves) shows orange, the bar chart

@@ -197,6 +197,15 @@ static const char *figure_space(embed_ctx *e, store *s, char *id, size_t len) {
     return embed_figure_model_id(e);
 }
 
+/* retr_config.figure_now: the space figure_space() picks now, so that a retriever kept
+ * open (the server's, the library's) follows the collection to the new encoder's vectors
+ * when their re-embedding completes, instead of reading the old ones until a restart. */
+static int figure_now(void *user, store *s, char *buf, size_t len) {
+    char id[64];
+    snprintf(buf, len, "%s", figure_space(user, s, id, sizeof id));
+    return 0;
+}
+
 int embed_create_retriever(embed_ctx *e, store *s, retriever **out, char *err, size_t errlen) {
     retr_config c;
     retr_config_default(&c);
@@ -208,6 +217,8 @@ int embed_create_retriever(embed_ctx *e, store *s, retriever **out, char *err, s
         c.text.user = e->te;
         c.figure.model = figure_space(e, s, id, sizeof id);
         c.figure.dim = e->fig ? clip_dim(e->fig) : 0;
+        c.figure_now = e->fig ? figure_now : NULL;
+        c.figure_now_user = e;
     }
     return retr_create(s, &c, out, err, errlen);
 }
