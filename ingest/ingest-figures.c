@@ -907,6 +907,9 @@ static void pair_ruled(ing_pagectx *pc, unsigned char *used) {
 #define BLOCK_EDGE 0.09f     /* running heads live above this share of the page (furniture) */
 #define BLOCK_DRAWN_MIN 40.0f /* drawn ink (square points) that makes a block of text a figure */
 #define BLOCK_ROWS_PT 40.0f  /* the rows of a grid of drawings lie at most this far apart */
+#define CAPTION_APART_PT 6.0f /* a caption over its figure lies this far below the text above */
+#define RULE_THIN_PT 4.0f     /* a rule over a caption (a ruled float's top) is no thicker */
+#define CAPTION_INK_PT 3.0f  /* a caption's glyphs reach this far above its text box */
 
 /* The page render the lone-caption passes read: its pixels, size, points-to-pixels scale and
  * one row of scratch for ink_row. */
@@ -968,16 +971,16 @@ static long drawn_pixels(const ing_pagectx *pc, ingest_box b, const ink_page *ip
 }
 
 /* 1 when most of the text of b, by characters, is set smaller than the body (a listing, a
- * figure's labels) or in a typewriter face (a listing, a program's output; its comments may
- * be set apart in a roman face) */
-static int listing_text(const ing_pagectx *pc, ingest_box b) {
+ * figure's labels; unless typewriter_only: footnotes are small too) or in a typewriter face
+ * (a listing, a program's output; its comments may be set apart in a roman face) */
+static int listing_text(const ing_pagectx *pc, ingest_box b, int typewriter_only) {
     size_t small = 0, all = 0;
     for (int f = 0; f < pc->n_frags; f++) {
         const ing_frag *fr = &pc->frags[f];
         if (!holds(b, (fr->b.x0 + fr->b.x1) / 2, (fr->b.y0 + fr->b.y1) / 2)) continue;
         size_t n = strlen(fr->text);
         all += n;
-        if (fr->size < 0.92f * pc->body_size || fr->mono) small += n;
+        if ((!typewriter_only && fr->size < 0.92f * pc->body_size) || fr->mono) small += n;
     }
     return all > 0 && 2 * small > all;
 }
@@ -1060,29 +1063,30 @@ static void column_at(const ing_pagectx *pc, ingest_box c, float *x0, float *x1)
 }
 
 /* Rows y0..y1 (pixels) of the render between columns x0..x1 that hold ink, text included:
- * the ink box (*out, points) reached from the bottom row up, stopping at a blank band of
- * BLOCK_GAP_PT. Returns 0 when no ink, or when the block misses columns c0..c1 (the
- * caption's); *off is 1 when its lowest ink misses them. What sits right above a caption is
- * its figure; ink beside it is something else, unless it is a listing, whose last line may
- * be short ("}") and off to one side. */
-static int ink_up(const ink_page *ip, int x0, int x1, int y0, int y1, int c0, int c1,
-                  ingest_box *out, int *off) {
-    int top = -1, bottom = -1, lx = x1, rx = x0 - 1, blank = 0, gap = (int)(BLOCK_GAP_PT * ip->scale);
+ * the ink box (*out, points) reached from the bottom row up (from the top row down when
+ * down), stopping at a blank band of BLOCK_GAP_PT. Returns 0 when no ink, or when the block
+ * misses columns c0..c1 (the caption's); *off is 1 when its ink nearest the caption misses
+ * them. What sits right above (below) a caption is its figure; ink beside it is something
+ * else, unless it is a listing, whose last line may be short ("}") and off to one side. */
+static int ink_scan(const ink_page *ip, int x0, int x1, int y0, int y1, int down, int c0, int c1,
+                    ingest_box *out, int *off) {
+    int near = -1, far = -1, lx = x1, rx = x0 - 1, blank = 0, gap = (int)(BLOCK_GAP_PT * ip->scale);
     unsigned char *row = ip->row;
-    for (int y = y1 - 1; y >= y0 && blank < gap; y--) {
+    for (int y = down ? y0 : y1 - 1; y >= y0 && y < y1 && blank < gap; y += down ? 1 : -1) {
         ink_row(row, ip->px + (size_t)y * ip->stride, ip->pw);
         int l = x0, r = x1 - 1;
         while (l < x1 && !row[l]) l++;
-        if (l == x1) { blank += bottom >= 0; continue; }
+        if (l == x1) { blank += near >= 0; continue; }
         while (r > l && !row[r]) r--;
-        if (bottom < 0) *off = r < c0 || l >= c1, bottom = y;
-        top = y;
+        if (near < 0) *off = r < c0 || l >= c1, near = y;
+        far = y;
         blank = 0;
         lx = l < lx ? l : lx;
         rx = r > rx ? r : rx;
     }
-    if (bottom < 0 || rx < c0 || lx >= c1) return 0;
+    if (near < 0 || rx < c0 || lx >= c1) return 0;
     double s = ip->scale;
+    int top = down ? near : far, bottom = down ? far : near;
     *out = (ingest_box){(float)(lx / s), (float)(top / s), (float)((rx + 1) / s), (float)((bottom + 1) / s)};
     return 1;
 }
@@ -1095,8 +1099,8 @@ static ingest_box grid_rows(const ing_pagectx *pc, const ink_page *ip, ingest_bo
     double scale = ip->scale;
     ingest_box v;
     int off;
-    while (ink_up(ip, x0, x1, y0, (int)floor(u.y0 * scale) - 1, (int)(u.x0 * scale),
-                  (int)ceil(u.x1 * scale), &v, &off)) {
+    while (ink_scan(ip, x0, x1, y0, (int)floor(u.y0 * scale) - 1, 0, (int)(u.x0 * scale),
+                    (int)ceil(u.x1 * scale), &v, &off)) {
         if (off || u.y0 - v.y1 > BLOCK_ROWS_PT || holds_body(pc, v, x1 / (float)scale - x0 / (float)scale) ||
             drawn_pixels(pc, v, ip) < BLOCK_DRAWN_MIN * scale * scale)
             break;
@@ -1105,49 +1109,101 @@ static ingest_box grid_rows(const ing_pagectx *pc, const ink_page *ip, ingest_bo
     return u;
 }
 
-/* A figure caption still alone takes the block right above it, up to the running text,
- * a heading or another figure: a figure of text (a listing, a typeset sample), of small
- * symbols with labels, or of pieces under the size of a figure is none of the regions
- * found, yet its caption says it is there. The block is the ink of the render, text
- * included, reached from the caption upwards; it must start within CAPTION_GAP_PT of it. */
+/* 1 when a region is a figure by itself (a bitmap, a graphic, or captioned) */
+static int figure_like(const ing_region *r) { return r->raster || r->graphic || r->caption_frag >= 0; }
+
+/* How far the block of caption cf may reach, in points: up to (down to) the nearest line
+ * of running text, heading or region above (below) it in its column x0..x1, at most to the
+ * running heads (feet) at BLOCK_EDGE of the page. Below, a region that is no figure by
+ * itself (a listing's frame, a piece) is part of the block. */
+static float block_limit(const ing_pagectx *pc, int f, float x0, float x1, int down) {
+    const ing_frag *cf = &pc->frags[f];
+    float lim = down ? (1 - BLOCK_EDGE) * (float)pc->h : BLOCK_EDGE * (float)pc->h;
+    for (int g = 0; g < pc->n_frags; g++) {
+        const ing_frag *o = &pc->frags[g];
+        if (g == f || o->b.x1 < x0 || o->b.x0 > x1 || !body_line(pc, o, x1 - x0)) continue;
+        if (!down && o->b.y1 <= cf->b.y0 + 1) lim = ing_maxf(lim, o->b.y1);
+        if (down && o->b.y0 >= cf->b.y1 - 1) lim = ing_minf(lim, o->b.y0);
+    }
+    for (int r = 0; r < pc->n_regions; r++) {
+        ingest_box b = pc->regions[r].b;
+        if (apart_x(b, (ingest_box){x0, 0, x1, 0}) || (down && !figure_like(&pc->regions[r]))) continue;
+        if (!down && b.y1 <= cf->b.y0 + 1) lim = ing_maxf(lim, b.y1);
+        if (down && b.y0 >= cf->b.y1 - 1) lim = ing_minf(lim, b.y0);
+    }
+    return lim;
+}
+
+/* 1 when caption f may head the figure below it: it is set apart from the text above (a
+ * "Fig. 3:" that ends a line of a paragraph is none) and no ink but a thin rule ends right
+ * above it. */
+static int heads_block(const ing_pagectx *pc, int f, float x0, float x1) {
+    ingest_box c = pc->frags[f].b;
+    for (int g = 0; g < pc->n_frags; g++) {
+        ingest_box o = pc->frags[g].b;
+        if (g != f && o.x1 >= x0 && o.x0 <= x1 && o.y1 <= c.y0 + 1 && c.y0 - o.y1 < CAPTION_APART_PT)
+            return 0;
+    }
+    for (int r = 0; r < pc->n_regions; r++) {
+        ingest_box b = pc->regions[r].b;
+        if (b.y1 - b.y0 > RULE_THIN_PT && !apart_x(b, c) && b.y1 <= c.y0 + 1 && c.y0 - b.y1 <= CAPTION_GAP_PT)
+            return 0;
+    }
+    return 1;
+}
+
+/* The block of ink right above (below) caption f that can be its figure, into *u: it starts
+ * within CAPTION_GAP_PT of the caption, is a figure's size, holds no running text nor a
+ * figure found already, and is a listing or holds drawn ink. Returns 1 when there is one,
+ * -1 when the ink there is none of these, 0 when there is no ink that near. */
+static int caption_block(const ing_pagectx *pc, const ink_page *ip, int f, int down,
+                         ingest_box *u) {
+    const ing_frag *cf = &pc->frags[f];
+    double scale = ip->scale;
+    float cx0, cx1;
+    column_at(pc, cf->b, &cx0, &cx1);
+    if (down && !heads_block(pc, f, cx0, cx1)) return 0;
+    float lim = block_limit(pc, f, cx0, cx1, down);
+    int x0 = (int)floor(cx0 * scale), x1 = (int)ceil(cx1 * scale), y0, y1;
+    if (down) {
+        y0 = (int)ceil((cf->b.y1 + 1) * scale), y1 = (int)floor(lim * scale) - 1;
+    } else {
+        y0 = (int)ceil(lim * scale) + 1, y1 = (int)floor((cf->b.y0 - CAPTION_INK_PT) * scale);
+    }
+    x0 = x0 < 0 ? 0 : x0;
+    x1 = x1 > ip->pw ? ip->pw : x1;
+    y1 = y1 > ip->ph ? ip->ph : y1;
+    int off;
+    if (x1 <= x0 || y1 <= y0 ||
+        !ink_scan(ip, x0, x1, y0, y1, down, (int)(cf->b.x0 * scale), (int)ceil(cf->b.x1 * scale), u, &off))
+        return 0;
+    if ((down ? u->y0 - cf->b.y1 : cf->b.y0 - u->y1) > CAPTION_GAP_PT) return 0;
+    int listing = listing_text(pc, *u, down);
+    if ((off && !listing) || u->y1 - u->y0 < BLOCK_MIN_H_PT || u->x1 - u->x0 < MIN_FIG_PT ||
+        holds_body(pc, *u, cx1 - cx0) || overlaps_region(pc, *u))
+        return -1;
+    /* text alone at body size is a passage (a list, a quote) more often than a figure */
+    if (drawn_pixels(pc, *u, ip) < BLOCK_DRAWN_MIN * scale * scale && !listing) return -1;
+    if (!down) *u = grid_rows(pc, ip, *u, y0, x0, x1);
+    return 1;
+}
+
+/* A figure caption still alone takes the block right above it, else, when nothing is drawn
+ * or written right above it, the one right below it (a caption set over its figure), up to the running text, a heading or another figure: a
+ * figure of text (a listing, a typeset sample), of small symbols with labels, or of pieces
+ * under the size of a figure is none of the regions found, yet its caption says it is
+ * there. The block is the ink of the render, text included, reached from the caption. */
 static void pair_block(ing_pagectx *pc, unsigned char *used, const unsigned char *px, int pw,
                        int ph, int stride, double scale) {
     ink_page ip = {px, pw, ph, stride, scale, px ? malloc((size_t)pw + 16) : NULL};
     for (int f = 0; f < pc->n_frags && ip.row && used; f++) {
         const ing_frag *cf = &pc->frags[f];
         if (cf->caption_kind != 1 || used[f] || !label_caption(cf->text) || !starts_line(pc, f)) continue;
-        float cx0, cx1, top = BLOCK_EDGE * (float)pc->h;
-        column_at(pc, cf->b, &cx0, &cx1);
-        for (int g = 0; g < pc->n_frags; g++) {
-            const ing_frag *o = &pc->frags[g];
-            if (g == f || o->b.y1 > cf->b.y0 + 1 || o->b.x1 < cx0 || o->b.x0 > cx1) continue;
-            if (body_line(pc, o, cx1 - cx0)) top = ing_maxf(top, o->b.y1);
-        }
-        for (int r = 0; r < pc->n_regions; r++) {
-            ingest_box b = pc->regions[r].b;
-            if (b.y1 <= cf->b.y0 + 1 && !apart_x(b, (ingest_box){cx0, 0, cx1, 0})) top = ing_maxf(top, b.y1);
-        }
-        int x0 = (int)floor(cx0 * scale), x1 = (int)ceil(cx1 * scale);
-        int y0 = (int)ceil(top * scale) + 1, y1 = (int)floor(cf->b.y0 * scale) - 1;
-        x0 = x0 < 0 ? 0 : x0;
-        x1 = x1 > pw ? pw : x1;
-        y1 = y1 > ph ? ph : y1;
         ingest_box u;
-        int off;
-        if (x1 <= x0 || y1 <= y0 ||
-            !ink_up(&ip, x0, x1, y0, y1, (int)(cf->b.x0 * scale), (int)ceil(cf->b.x1 * scale), &u, &off))
-            continue;
-        int listing = listing_text(pc, u);
-        if (off && !listing) continue;
-        if (cf->b.y0 - u.y1 > CAPTION_GAP_PT || u.y1 - u.y0 < BLOCK_MIN_H_PT ||
-            u.x1 - u.x0 < MIN_FIG_PT || holds_body(pc, u, cx1 - cx0) || overlaps_region(pc, u))
-            continue;
-        /* text alone at body size is a passage (a list, a quote) more often than a figure */
-        if (drawn_pixels(pc, u, &ip) < BLOCK_DRAWN_MIN * scale * scale && !listing)
-            continue;
-        u = grid_rows(pc, &ip, u, y0, x0, x1);
+        int down = 0, above = caption_block(pc, &ip, f, 0, &u);
+        if (above < 0 || (!above && caption_block(pc, &ip, f, down = 1, &u) != 1)) continue;
         used[f] = 1;
-        int k = region_on_top(pc, u);
+        int k = down ? -1 : region_on_top(pc, u);
         if (k >= 0) {   /* the rest of a figure found without its caption: join them */
             pc->regions[k].b = ing_box_union(pc->regions[k].b, u);
             pc->regions[k].caption_frag = f;
@@ -1200,8 +1256,6 @@ static int aligned(ingest_box a, ingest_box b, int vertical) {
     return shared >= 0.6f * small && small >= 0.5f * ing_maxf(a1 - a0, b1 - b0) && gap <= PANEL_GAP_PT;
 }
 
-/* 1 when a region is a figure by itself (a bitmap, a graphic, or captioned) */
-static int figure_like(const ing_region *r) { return r->raster || r->graphic || r->caption_frag >= 0; }
 
 /* 1 when a and b, side by side, both figure-sized, share the caption one of them holds: it is
  * centred under (or over) the pair, not under its own region. Screenshots "(a)" and "(b)"

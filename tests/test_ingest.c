@@ -901,11 +901,31 @@ static void draw_mono_listing(cairo_t *cr) {
     cairo_show_text(cr, "Figure 12: A program set in a typewriter face.");
 }
 
-/* Six pages, each a paragraph of running text (10 pt) above something captioned.
+/* Pages 7 and 8 of write_text_figure_pdf: a paragraph (baselines 100..142), "Figure 13:"
+ * (page 7: set apart, at 166; page 8: "Figure 14:" in the paragraph's spacing, at 156), then
+ * the code of draw_mono_listing under it (baselines 190..262, x from 100), then a paragraph
+ * at 300. */
+static void draw_caption_over_listing(cairo_t *cr, int apart) {
+    const char *code[] = {"for (int i = 0; i < n_boxes; i++) draw(page, box[i]);",
+                          "if (page->dirty && n_boxes > 0) flush(page, out, 1);",
+                          "while (next(&it, &box) == 0) total += area(box) * k;",
+                          "return total > 0 ? write(out, page, total) : -1;  /**/", "}"};
+    cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    body_paragraph(cr);
+    cairo_move_to(cr, 150, apart ? 166 : 156);
+    cairo_show_text(cr, apart ? "Figure 13: A program under its caption." : "Figure 14: A caption in the paragraph.");
+    cairo_select_font_face(cr, "DejaVu Sans Mono", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    for (int i = 0; i < 5; i++) { cairo_move_to(cr, 100, 190 + 18 * i); cairo_show_text(cr, code[i]); }
+    cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+    for (int i = 0; i < 4; i++) { cairo_move_to(cr, 100, 300 + 14 * i); cairo_show_text(cr, BODY_LINE); }
+}
+
+/* Eight pages, each a paragraph of running text (10 pt) above something captioned.
  * Page 1: a listing set in 8 pt between the paragraph and "Figure 5:": a figure of text,
  * with no drawn ink. Page 2: the same listing, then a sentence that starts with "Figure 5
  * shows": no label, no figure. Page 3: the paragraph right above "Figure 6:": no figure.
- * Pages 4 to 6: draw_symbol_grid, draw_side_caption, draw_mono_listing. */
+ * Pages 4 to 6: draw_symbol_grid, draw_side_caption, draw_mono_listing; pages 7 and 8:
+ * draw_caption_over_listing. */
 static void write_text_figure_pdf(const char *path) {
     cairo_t *cr = letter_pdf(path);
     const char *code[] = {"def render(page):", "    for box in page.boxes():", "        draw(box)",
@@ -929,18 +949,24 @@ static void write_text_figure_pdf(const char *path) {
     draw_side_caption(cr);
     cairo_show_page(cr);
     draw_mono_listing(cr);
+    for (int apart = 1; apart >= 0; apart--) {
+        cairo_show_page(cr);
+        draw_caption_over_listing(cr, apart);
+    }
     cairo_destroy(cr);   /* the last reference: the PDF is written */
 }
 
 /* A caption whose figure is text (a listing) gets the block above it; a sentence that
  * starts with "Figure N" and a caption under running text get none; a grid of symbols too
  * small to be figures is one figure, all its rows (20 pt apart); a caption beside a bitmap
- * takes it; a listing in a typewriter face at the body's size is a figure of text too. */
+ * takes it; a listing in a typewriter face at the body's size is a figure of text too, and so
+ * is one under its caption when the caption is set apart from the paragraph above it (not
+ * when it sits in the paragraph's line spacing, like a "Figure 14:" that ends a line). */
 TEST(caption_over_text_figure) {
     char err[512];
     ingest_doc *d = NULL;
     open_fixture(test_failed_, "textfig", write_text_figure_pdf, &d);
-    for (int p = 1; p <= 6 && d; p++) {
+    for (int p = 1; p <= 8 && d; p++) {
         ingest_page *pg = NULL;
         CHECK(ingest_doc_page(d, p, &pg, err, sizeof err) == 0 && pg);
         if (pg && p == 1) {   /* the listing: x from 120 to ~225 (its widest line), baselines 190..223 */
@@ -951,6 +977,8 @@ TEST(caption_over_text_figure) {
             check_one_figure(test_failed_, pg, (ingest_box){100, 300, 250, 400}, 0.01, "Figure 8:");
         } else if (pg && p == 6) {   /* the listing: x 100 to ~425, baselines 180..252 */
             check_one_figure(test_failed_, pg, (ingest_box){100, 172, 425, 256}, 0.012, "Figure 12:");
+        } else if (pg && p == 7) {   /* the listing under its caption: baselines 190..262 */
+            check_one_figure(test_failed_, pg, (ingest_box){100, 182, 425, 266}, 0.012, "Figure 13:");
         } else if (pg) {
             CHECK_MSG(pg->n_images == 0, "page %d: %d images", p, (int)pg->n_images);
         }
