@@ -430,8 +430,16 @@ static int graphic(const ing_pagectx *pc, ingest_box b, const unsigned char *pix
 /* 1 when fr is a line of running text by its face and length (body size, several words) */
 static int wordy(const ing_pagectx *pc, const ing_frag *fr) {
     if (fr->kind != FRAG_TEXT || fabsf(fr->size - pc->body_size) > 0.6f) return 0;
-    int words = 1;
-    for (const char *q = fr->text; *q; q++) words += *q == ' ';
+    int words = 0, letters = 0;   /* words of two letters or more: a row of "(a)" labels has none */
+    for (const char *q = fr->text;; q++) {
+        if (!*q || *q == ' ') {
+            words += letters >= 2;
+            letters = 0;
+            if (!*q) break;
+        } else {
+            letters += isalpha((unsigned char)*q) || (unsigned char)*q >= 0x80;
+        }
+    }
     return words >= 6;
 }
 
@@ -797,11 +805,12 @@ static int cmp_pair(const void *a, const void *b) {
 /* 1 when a and b share no column of the page: a caption cannot belong to such a region */
 static int apart_x(ingest_box a, ingest_box b) { return a.x0 >= b.x1 || a.x1 <= b.x0; }
 
-/* distance from a region to a caption line right above or below it, or -1 */
-static float caption_distance(ingest_box r, ingest_box c) {
+/* distance from a region to a caption line right above or below it (plus above_cost when
+ * the caption is over the region), or -1 */
+static float caption_distance(ingest_box r, ingest_box c, float above_cost) {
     if (apart_x(c, r)) return -1;
     if (c.y0 >= r.y1 - 4 && c.y0 - r.y1 <= CAPTION_GAP_PT) return ing_maxf(0, c.y0 - r.y1);
-    if (r.y0 >= c.y1 - 4 && r.y0 - c.y1 <= CAPTION_GAP_PT) return ing_maxf(0, r.y0 - c.y1) + 0.5f;
+    if (r.y0 >= c.y1 - 4 && r.y0 - c.y1 <= CAPTION_GAP_PT) return ing_maxf(0, r.y0 - c.y1) + above_cost;
     return -1;
 }
 
@@ -828,6 +837,8 @@ static int parted(const ing_pagectx *pc, ingest_box r, ingest_box c) {
 /* Each figure caption still alone takes the nearest region by dist (a distance from -4 pt,
  * or NO_PAIR when the region cannot be the caption's), within max; ties go to the later. */
 #define NO_PAIR (-1000.0f)
+#define FIG_ABOVE_COST 40.0f  /* a figure caption over a region is this much farther: one under it wins */
+#define PANEL_LABEL_GAP_PT 20.0f /* a panel's "(a)" lies this close under it */
 typedef float (*pair_dist)(const ing_pagectx *pc, const ing_region *r, ingest_box cap);
 
 static void pair_nearest(ing_pagectx *pc, unsigned char *used, pair_dist dist, float max) {
@@ -1135,10 +1146,12 @@ static float block_limit(const ing_pagectx *pc, int f, float x0, float x1, int d
 }
 
 /* 1 when caption f may head the figure below it: it is set apart from the text above (a
- * "Fig. 3:" that ends a line of a paragraph is none) and no ink but a thin rule ends right
- * above it. */
-static int heads_block(const ing_pagectx *pc, int f, float x0, float x1) {
+ * "Fig. 3:" that ends a line of a paragraph is none), no region but a thin rule ends right
+ * above it, and nothing is drawn there (a drawing found as no region, or only as its rule). */
+static int heads_block(const ing_pagectx *pc, const ink_page *ip, int f, float x0, float x1) {
     ingest_box c = pc->frags[f].b;
+    ingest_box above = {x0, ing_maxf(0, c.y0 - CAPTION_GAP_PT), x1, c.y0 - CAPTION_INK_PT};
+    if (drawn_pixels(pc, above, ip) >= BLOCK_DRAWN_MIN * ip->scale * ip->scale) return 0;
     for (int g = 0; g < pc->n_frags; g++) {
         ingest_box o = pc->frags[g].b;
         if (g != f && o.x1 >= x0 && o.x0 <= x1 && o.y1 <= c.y0 + 1 && c.y0 - o.y1 < CAPTION_APART_PT)
@@ -1162,7 +1175,7 @@ static int caption_block(const ing_pagectx *pc, const ink_page *ip, int f, int d
     double scale = ip->scale;
     float cx0, cx1;
     column_at(pc, cf->b, &cx0, &cx1);
-    if (down && !heads_block(pc, f, cx0, cx1)) return 0;
+    if (down && !heads_block(pc, ip, f, cx0, cx1)) return 0;
     float lim = block_limit(pc, f, cx0, cx1, down);
     int x0 = (int)floor(cx0 * scale), x1 = (int)ceil(cx1 * scale), y0, y1;
     if (down) {
@@ -1441,7 +1454,7 @@ static void add_sample_charts(ing_pagectx *pc) {
         if (touches_region(pc, b)) continue;
         float best = CAPTION_GAP_PT + 1;
         for (int f = 0; f < pc->n_frags; f++) {
-            float d = pc->frags[f].caption_kind == 1 ? caption_distance(b, pc->frags[f].b) : -1;
+            float d = pc->frags[f].caption_kind == 1 ? caption_distance(b, pc->frags[f].b, 0.5f) : -1;
             for (int r = 0; r < pc->n_regions && d >= 0; r++)
                 if (pc->regions[r].caption_frag == f) d = -1;   /* another figure's */
             if (d >= 0 && d < best) { best = d; cap = f; }
@@ -1450,19 +1463,44 @@ static void add_sample_charts(ing_pagectx *pc) {
     }
 }
 
-/* Pair regions with caption lines (closest first), join panels, drop vector regions that
- * have no caption and are no graphic by themselves, absorb figure labels, and mark the
- * fragments inside each region. */
+/* 1 when fr is a panel's label: "(a)", "(b) Women", a letter or number in parentheses. */
+static int panel_label(const ing_frag *fr) {
+    const unsigned char *t = (const unsigned char *)fr->text;
+    return t[0] == '(' && isalnum(t[1]) && (t[2] == ')' || (isalnum(t[2]) && t[3] == ')')) &&
+           fr->b.y1 - fr->b.y0 <= LABEL_H_PT;
+}
+
+/* A panel's label under it ("(a)") is part of it: taken before the captions are paired, so
+ * that the caption under a row of labelled panels is as near to them as to what is below. */
+static void take_panel_labels(ing_pagectx *pc) {
+    for (int r = 0; r < pc->n_regions; r++) {
+        ing_region *rg = &pc->regions[r];
+        if (rg->rule || rg->raster) continue;
+        for (int f = 0; f < pc->n_frags; f++) {
+            const ing_frag *fr = &pc->frags[f];
+            float xc = (fr->b.x0 + fr->b.x1) / 2, gap = fr->b.y0 - rg->b.y1;
+            if (panel_label(fr) && xc > rg->b.x0 && xc < rg->b.x1 && gap >= -2 && gap <= PANEL_LABEL_GAP_PT)
+                rg->b = ing_box_union(rg->b, fr->b);
+        }
+    }
+}
+
+/* Pair regions with caption lines (closest first, once each panel has taken its "(a)"),
+ * join panels, drop vector regions that have no caption and are no graphic by themselves,
+ * absorb figure labels, and mark the fragments inside each region. */
 void ingest_figures_pair_captions(ing_pagectx *pc, const unsigned char *px, int pw, int ph,
                                   int stride, double scale) {
     int nc = 0;
+    take_panel_labels(pc);
     pair_cand *c = malloc(((size_t)pc->n_regions * pc->n_frags + 1) * sizeof *c);
     if (!c) return;
     for (int r = 0; r < pc->n_regions; r++)
         for (int f = 0; f < pc->n_frags; f++) {
             int ck = pc->frags[f].caption_kind;
             if (!ck || pc->regions[r].rule || (pc->regions[r].raster && ck == 2)) continue;
-            float d = caption_distance(pc->regions[r].b, pc->frags[f].b);
+            /* a figure's caption goes under it, a table's over it: a figure caption between
+             * two rows of panels is the upper row's */
+            float d = caption_distance(pc->regions[r].b, pc->frags[f].b, ck == 1 ? FIG_ABOVE_COST : 0.5f);
             if (d >= 0) c[nc++] = (pair_cand){d, r, f};
         }
     if (nc > 1) qsort(c, (size_t)nc, sizeof *c, cmp_pair);

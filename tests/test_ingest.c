@@ -883,6 +883,55 @@ static void body_paragraph(cairo_t *cr) {
     for (int i = 0; i < 4; i++) { cairo_move_to(cr, 100, 100 + 14 * i); cairo_show_text(cr, BODY_LINE); }
 }
 
+/* One page: two rows of four plots (70 x 50 pt, at y 180 and 294), each plot labelled
+ * "(a)".."(h)" 24 pt under its frame (under its tick labels), each row's caption 52 pt under
+ * its frames: 44 pt from them, and only 9 pt over the next row. */
+static void write_panel_rows_pdf(const char *path) {
+    cairo_t *cr = letter_pdf(path);
+    body_paragraph(cr);
+    for (int row = 0; row < 2; row++) {
+        double y = 180 + 114 * row;
+        for (int i = 0; i < 4; i++) {
+            char lab[8];
+            draw_plot(cr, 100 + 100 * i, y, 70, 50);
+            snprintf(lab, sizeof lab, "(%c)", 'a' + 4 * row + i);
+            cairo_set_font_size(cr, 9);
+            cairo_move_to(cr, 128 + 100 * i, y + 74);
+            cairo_show_text(cr, lab);
+        }
+        cairo_set_font_size(cr, 10);
+        cairo_move_to(cr, 220, y + 102);
+        cairo_show_text(cr, row ? "Figure 2: The bottom row of plots." : "Figure 1: The top row of plots.");
+    }
+    cairo_destroy(cr);   /* the last reference: the PDF is written */
+}
+
+/* Panels labelled "(a)".."(d)" under them are one figure with their caption under the
+ * labels, though the caption lies nearer the next row's top: a figure's caption goes under
+ * it. Before, "Figure 1:" took the lower row and the upper row was lost. */
+TEST(caption_under_labelled_panels) {
+    char err[512];
+    ingest_doc *d = NULL;
+    open_fixture(test_failed_, "panelrows", write_panel_rows_pdf, &d);
+    ingest_page *pg = NULL;
+    CHECK(d && ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
+    if (pg) {
+        CHECK_MSG(pg->n_images == 2, "%d images", (int)pg->n_images);
+        for (int i = 0; i < pg->n_images; i++) {
+            const ingest_image *im = &pg->images[i];
+            int cc = im->caption_chunk, top = im->box.y0 < 250.0f / 792;
+            const char *cap = cc >= 0 && cc < pg->n_chunks ? pg->chunks[cc].text : "";
+            printf("  box %.0f %.0f %.0f %.0f pt: %.20s\n", im->box.x0 * 612, im->box.y0 * 792,
+                   im->box.x1 * 612, im->box.y1 * 792, cap);
+            CHECK_NEAR(im->box.y0, (top ? 180.0 : 294.0) / 792, 0.015);
+            CHECK_NEAR(im->box.x1, 470.0 / 612, 0.015);
+            CHECK_MSG(!strncmp(cap, top ? "Figure 1:" : "Figure 2:", 9), "caption '%.30s'", cap);
+        }
+    }
+    ingest_page_free(pg);
+    ingest_doc_free(d);
+}
+
 /* Page 6 of write_text_figure_pdf: a paragraph, then a listing at the body's size (10 pt) in a
  * typewriter face, its lines as long and as wordy as the paragraph's but the last, "}", left
  * of the caption (baselines 180..252, x from 100), then "Figure 12:" under it. */
@@ -901,30 +950,38 @@ static void draw_mono_listing(cairo_t *cr) {
     cairo_show_text(cr, "Figure 12: A program set in a typewriter face.");
 }
 
-/* Pages 7 and 8 of write_text_figure_pdf: a paragraph (baselines 100..142), "Figure 13:"
- * (page 7: set apart, at 166; page 8: "Figure 14:" in the paragraph's spacing, at 156), then
- * the code of draw_mono_listing under it (baselines 190..262, x from 100), then a paragraph
- * at 300. */
-static void draw_caption_over_listing(cairo_t *cr, int apart) {
+/* Pages 7 to 9 of write_text_figure_pdf: a paragraph (baselines 100..142), "Figure 13:"
+ * (page 7: set apart, at 166; page 8: "Figure 14:" in the paragraph's spacing, at 156; page 9:
+ * "Figure 15:" at 166 under a rule, 200..350 x 150, as a drawing found only by its baseline
+ * leaves), then the code of draw_mono_listing under it (baselines 190..262, x from 100), then
+ * a paragraph at 300. */
+static void draw_caption_over_listing(cairo_t *cr, int apart, int rule) {
     const char *code[] = {"for (int i = 0; i < n_boxes; i++) draw(page, box[i]);",
                           "if (page->dirty && n_boxes > 0) flush(page, out, 1);",
                           "while (next(&it, &box) == 0) total += area(box) * k;",
                           "return total > 0 ? write(out, page, total) : -1;  /**/", "}"};
     cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
     body_paragraph(cr);
+    if (rule) {
+        cairo_set_line_width(cr, 1);
+        cairo_move_to(cr, 200, 150);
+        cairo_line_to(cr, 350, 150);
+        cairo_stroke(cr);
+    }
     cairo_move_to(cr, 150, apart ? 166 : 156);
-    cairo_show_text(cr, apart ? "Figure 13: A program under its caption." : "Figure 14: A caption in the paragraph.");
+    cairo_show_text(cr, rule ? "Figure 15: A drawing over its caption." : apart ? "Figure 13: A program under its caption."
+                                                                              : "Figure 14: A caption in the paragraph.");
     cairo_select_font_face(cr, "DejaVu Sans Mono", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
     for (int i = 0; i < 5; i++) { cairo_move_to(cr, 100, 190 + 18 * i); cairo_show_text(cr, code[i]); }
     cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
     for (int i = 0; i < 4; i++) { cairo_move_to(cr, 100, 300 + 14 * i); cairo_show_text(cr, BODY_LINE); }
 }
 
-/* Eight pages, each a paragraph of running text (10 pt) above something captioned.
+/* Nine pages, each a paragraph of running text (10 pt) above something captioned.
  * Page 1: a listing set in 8 pt between the paragraph and "Figure 5:": a figure of text,
  * with no drawn ink. Page 2: the same listing, then a sentence that starts with "Figure 5
  * shows": no label, no figure. Page 3: the paragraph right above "Figure 6:": no figure.
- * Pages 4 to 6: draw_symbol_grid, draw_side_caption, draw_mono_listing; pages 7 and 8:
+ * Pages 4 to 6: draw_symbol_grid, draw_side_caption, draw_mono_listing; pages 7 to 9:
  * draw_caption_over_listing. */
 static void write_text_figure_pdf(const char *path) {
     cairo_t *cr = letter_pdf(path);
@@ -949,9 +1006,9 @@ static void write_text_figure_pdf(const char *path) {
     draw_side_caption(cr);
     cairo_show_page(cr);
     draw_mono_listing(cr);
-    for (int apart = 1; apart >= 0; apart--) {
+    for (int k = 0; k < 3; k++) {
         cairo_show_page(cr);
-        draw_caption_over_listing(cr, apart);
+        draw_caption_over_listing(cr, k != 1, k == 2);
     }
     cairo_destroy(cr);   /* the last reference: the PDF is written */
 }
@@ -961,12 +1018,13 @@ static void write_text_figure_pdf(const char *path) {
  * small to be figures is one figure, all its rows (20 pt apart); a caption beside a bitmap
  * takes it; a listing in a typewriter face at the body's size is a figure of text too, and so
  * is one under its caption when the caption is set apart from the paragraph above it (not
- * when it sits in the paragraph's line spacing, like a "Figure 14:" that ends a line). */
+ * when it sits in the paragraph's line spacing, like a "Figure 14:" that ends a line, nor
+ * when something is drawn right above it: its figure is there). */
 TEST(caption_over_text_figure) {
     char err[512];
     ingest_doc *d = NULL;
     open_fixture(test_failed_, "textfig", write_text_figure_pdf, &d);
-    for (int p = 1; p <= 8 && d; p++) {
+    for (int p = 1; p <= 9 && d; p++) {
         ingest_page *pg = NULL;
         CHECK(ingest_doc_page(d, p, &pg, err, sizeof err) == 0 && pg);
         if (pg && p == 1) {   /* the listing: x from 120 to ~225 (its widest line), baselines 190..223 */
