@@ -654,21 +654,34 @@ static void check_page_no_figure(int *test_failed_, ingest_doc *d, int page, con
     ingest_page_free(pg);
 }
 
+/* Page 1 of fixture `name` (write draws it) into *pg, its document into *d (NULL when
+ * unread); the caller frees both. */
+static void fixture_page1(int *test_failed_, const char *name, void (*write)(const char *),
+                          ingest_doc **d, ingest_page **pg) {
+    char err[512] = "";
+    *pg = NULL;
+    open_fixture(test_failed_, name, write, d);
+    CHECK_MSG(*d && ingest_doc_page(*d, 1, pg, err, sizeof err) == 0 && *pg, "%s", err);
+}
+
+/* The text of image i's caption chunk on pg, or "" when it has none. */
+static const char *caption_of(const ingest_page *pg, int i) {
+    int cc = pg->images[i].caption_chunk;
+    return cc >= 0 && cc < pg->n_chunks ? pg->chunks[cc].text : "";
+}
+
 /* A caption far under its figure (notes between) still finds it, and the figure's pieces
  * become one image; a heading between a drawing and a caption keeps them apart: the lone
  * drawing is an image of its own, without that caption. */
 TEST(far_caption_and_figure_parts) {
-    char err[512];
     ingest_doc *d = NULL;
-    open_fixture(test_failed_, "farcap", write_far_caption_pdf, &d);
     ingest_page *pg = NULL;
-    CHECK(d && ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
+    fixture_page1(test_failed_, "farcap", write_far_caption_pdf, &d, &pg);
     if (pg) {
         CHECK_MSG(pg->n_images == 2, "%d images", (int)pg->n_images);
         for (int i = 0; i < pg->n_images; i++) {
             const ingest_image *im = &pg->images[i];
-            int cc = im->caption_chunk;
-            const char *cap = cc >= 0 && cc < pg->n_chunks ? pg->chunks[cc].text : "";
+            const char *cap = caption_of(pg, i);
             if (im->box.y0 < 0.3f) {   /* the three pieces, 100..450 x 100..200 */
                 CHECK_NEAR(im->box.x0, 100.0 / 612, 0.01);
                 CHECK_NEAR(im->box.x1, 450.0 / 612, 0.01);
@@ -910,17 +923,15 @@ static void write_panel_rows_pdf(const char *path) {
  * labels, though the caption lies nearer the next row's top: a figure's caption goes under
  * it. Before, "Figure 1:" took the lower row and the upper row was lost. */
 TEST(caption_under_labelled_panels) {
-    char err[512];
     ingest_doc *d = NULL;
-    open_fixture(test_failed_, "panelrows", write_panel_rows_pdf, &d);
     ingest_page *pg = NULL;
-    CHECK(d && ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
+    fixture_page1(test_failed_, "panelrows", write_panel_rows_pdf, &d, &pg);
     if (pg) {
         CHECK_MSG(pg->n_images == 2, "%d images", (int)pg->n_images);
         for (int i = 0; i < pg->n_images; i++) {
             const ingest_image *im = &pg->images[i];
-            int cc = im->caption_chunk, top = im->box.y0 < 250.0f / 792;
-            const char *cap = cc >= 0 && cc < pg->n_chunks ? pg->chunks[cc].text : "";
+            int top = im->box.y0 < 250.0f / 792;
+            const char *cap = caption_of(pg, i);
             printf("  box %.0f %.0f %.0f %.0f pt: %.20s\n", im->box.x0 * 612, im->box.y0 * 792,
                    im->box.x1 * 612, im->box.y1 * 792, cap);
             CHECK_NEAR(im->box.y0, (top ? 180.0 : 294.0) / 792, 0.015);
@@ -1067,11 +1078,9 @@ static void write_drop_cap_pdf(const char *path) {
 /* A heading set larger than the body is a heading chunk; a big letter alone (a drop cap, a
  * drawing's label) is not one, nor does it open a section. */
 TEST(big_letter_is_no_heading) {
-    char err[512];
     ingest_doc *d = NULL;
     ingest_page *pg = NULL;
-    open_fixture(test_failed_, "dropcap", write_drop_cap_pdf, &d);
-    CHECK(d && ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
+    fixture_page1(test_failed_, "dropcap", write_drop_cap_pdf, &d, &pg);
     int headings = 0;
     for (int c = 0; pg && c < pg->n_chunks; c++) {
         const ingest_chunk *ch = &pg->chunks[c];

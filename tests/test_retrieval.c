@@ -317,6 +317,14 @@ TEST(search_citations_and_image_mapping) {
     store_close(fx.s);
 }
 
+/* Options of an image-only search for the k best images, with no score floor. */
+static void image_only(retr_opts *o, int32_t k) {
+    retr_opts_default(o);
+    o->sources = RETR_USE_IMAGE;
+    o->min_image_score = -1.0f;
+    o->k = k;
+}
+
 /* An image without a caption or text of its own is cited as itself (its box), not through
  * the paragraph anchored next to it: that paragraph's text already counts in the text lists. */
 TEST(uncaptioned_image_cited_as_itself) {
@@ -336,10 +344,7 @@ TEST(uncaptioned_image_cited_as_itself) {
     retriever *r = make_retriever(s, err, sizeof err);
     CHECK_MSG(r, "%s", err);
     retr_opts o;
-    retr_opts_default(&o);
-    o.sources = RETR_USE_IMAGE;
-    o.min_image_score = -1.0f;
-    o.k = 5;
+    image_only(&o, 5);
     retr_result res;
     CHECK_MSG(retr_search(r, "pump curve head flow", &o, &res, err, sizeof err) == 0, "%s", err);
     CHECK_MSG(res.n == 1, "image hits %d", res.n);
@@ -472,10 +477,7 @@ static int figure_model_now(void *user, store *s, char *buf, size_t len) {
 /* The image an image-only search for q puts first (its id), or -1. */
 static int64_t top_image(retriever *r, const char *q) {
     retr_opts o;
-    retr_opts_default(&o);
-    o.sources = RETR_USE_IMAGE;
-    o.min_image_score = -1.0f;
-    o.k = 1;
+    image_only(&o, 1);
     retr_result res;
     char err[512];
     if (retr_search(r, q, &o, &res, err, sizeof err) || res.n < 1) return -1;
