@@ -303,8 +303,8 @@ static const char *const calib_texts[] = {
     "The quarterly revenue grew by 12% in the cloud services region, driven by new customers.",
     "for (i = 0; i < n; i++) { sum += x[i] * y[i]; } return sum;",
     "Table 4: latency (ms) p50 12.1 p99 48.0 throughput 1,204 req/s",
-    "R is an integrated suite of software facilities for data manipulation, calculation and "
-    "graphical display.",
+    ("R is an integrated suite of software facilities for data manipulation, calculation and "
+     "graphical display."),   /* one line: clang's -Wstring-concatenation wants the parentheses */
     "set logscale y; plot 'data.dat' using 1:2 with lines title \"measured\"",
     "Figure 7. The encoder maps each chunk of text to a 384-dimensional vector.",
     "See also: cmsCreateTransform(), cmsDeleteTransform() | 0x58595A20 'XYZ '",
