@@ -805,6 +805,9 @@ static int cmp_pair(const void *a, const void *b) {
 /* 1 when a and b share no column of the page: a caption cannot belong to such a region */
 static int apart_x(ingest_box a, ingest_box b) { return a.x0 >= b.x1 || a.x1 <= b.x0; }
 
+#define CAPTION_ABOVE_COST 0.5f /* a caption over a region is this much farther (a tie goes under) */
+#define FIG_ABOVE_COST 40.0f  /* a figure caption over a region: one under it wins */
+
 /* distance from a region to a caption line right above or below it (plus above_cost when
  * the caption is over the region), or -1 */
 static float caption_distance(ingest_box r, ingest_box c, float above_cost) {
@@ -837,7 +840,6 @@ static int parted(const ing_pagectx *pc, ingest_box r, ingest_box c) {
 /* Each figure caption still alone takes the nearest region by dist (a distance from -4 pt,
  * or NO_PAIR when the region cannot be the caption's), within max; ties go to the later. */
 #define NO_PAIR (-1000.0f)
-#define FIG_ABOVE_COST 40.0f  /* a figure caption over a region is this much farther: one under it wins */
 #define PANEL_LABEL_GAP_PT 20.0f /* a panel's "(a)" lies this close under it */
 typedef float (*pair_dist)(const ing_pagectx *pc, const ing_region *r, ingest_box cap);
 
@@ -1165,16 +1167,14 @@ static int heads_block(const ing_pagectx *pc, const ink_page *ip, int f, float x
     return 1;
 }
 
-/* The block of ink right above (below) caption f that can be its figure, into *u: it starts
- * within CAPTION_GAP_PT of the caption, is a figure's size, holds no running text nor a
- * figure found already, and is a listing or holds drawn ink. Returns 1 when there is one,
- * -1 when the ink there is none of these, 0 when there is no ink that near. */
-static int caption_block(const ing_pagectx *pc, const ink_page *ip, int f, int down,
-                         ingest_box *u) {
+/* The block of ink right above (below) caption f, in its column cx0..cx1, that can be its
+ * figure, into *u: it starts within CAPTION_GAP_PT of the caption, is a figure's size, holds
+ * no running text nor a figure found already, and is a listing or holds drawn ink. Returns 1
+ * when there is one, -1 when the ink there is none of these, 0 when there is no ink that near. */
+static int caption_block(const ing_pagectx *pc, const ink_page *ip, int f, float cx0, float cx1,
+                         int down, ingest_box *u) {
     const ing_frag *cf = &pc->frags[f];
     double scale = ip->scale;
-    float cx0, cx1;
-    column_at(pc, cf->b, &cx0, &cx1);
     if (down && !heads_block(pc, ip, f, cx0, cx1)) return 0;
     float lim = block_limit(pc, f, cx0, cx1, down);
     int x0 = (int)floor(cx0 * scale), x1 = (int)ceil(cx1 * scale), y0, y1;
@@ -1202,10 +1202,11 @@ static int caption_block(const ing_pagectx *pc, const ink_page *ip, int f, int d
 }
 
 /* A figure caption still alone takes the block right above it, else, when nothing is drawn
- * or written right above it, the one right below it (a caption set over its figure), up to the running text, a heading or another figure: a
- * figure of text (a listing, a typeset sample), of small symbols with labels, or of pieces
- * under the size of a figure is none of the regions found, yet its caption says it is
- * there. The block is the ink of the render, text included, reached from the caption. */
+ * or written right above it, the one right below it (a caption set over its figure), up to
+ * the running text, a heading or another figure: a figure of text (a listing, a typeset
+ * sample), of small symbols with labels, or of pieces under the size of a figure is none of
+ * the regions found, yet its caption says it is there. The block is the ink of the render,
+ * text included, reached from the caption. */
 static void pair_block(ing_pagectx *pc, unsigned char *used, const unsigned char *px, int pw,
                        int ph, int stride, double scale) {
     ink_page ip = {px, pw, ph, stride, scale, px ? malloc((size_t)pw + 16) : NULL};
@@ -1213,8 +1214,10 @@ static void pair_block(ing_pagectx *pc, unsigned char *used, const unsigned char
         const ing_frag *cf = &pc->frags[f];
         if (cf->caption_kind != 1 || used[f] || !label_caption(cf->text) || !starts_line(pc, f)) continue;
         ingest_box u;
-        int down = 0, above = caption_block(pc, &ip, f, 0, &u);
-        if (above < 0 || (!above && caption_block(pc, &ip, f, down = 1, &u) != 1)) continue;
+        float cx0, cx1;
+        column_at(pc, cf->b, &cx0, &cx1);
+        int down = 0, above = caption_block(pc, &ip, f, cx0, cx1, 0, &u);
+        if (above < 0 || (!above && caption_block(pc, &ip, f, cx0, cx1, down = 1, &u) != 1)) continue;
         used[f] = 1;
         int k = down ? -1 : region_on_top(pc, u);
         if (k >= 0) {   /* the rest of a figure found without its caption: join them */
@@ -1268,7 +1271,6 @@ static int aligned(ingest_box a, ingest_box b, int vertical) {
     float gap = vertical ? ing_maxf(a.y0 - b.y1, b.y0 - a.y1) : ing_maxf(a.x0 - b.x1, b.x0 - a.x1);
     return shared >= 0.6f * small && small >= 0.5f * ing_maxf(a1 - a0, b1 - b0) && gap <= PANEL_GAP_PT;
 }
-
 
 /* 1 when a and b, side by side, both figure-sized, share the caption one of them holds: it is
  * centred under (or over) the pair, not under its own region. Screenshots "(a)" and "(b)"
@@ -1454,7 +1456,7 @@ static void add_sample_charts(ing_pagectx *pc) {
         if (touches_region(pc, b)) continue;
         float best = CAPTION_GAP_PT + 1;
         for (int f = 0; f < pc->n_frags; f++) {
-            float d = pc->frags[f].caption_kind == 1 ? caption_distance(b, pc->frags[f].b, 0.5f) : -1;
+            float d = pc->frags[f].caption_kind == 1 ? caption_distance(b, pc->frags[f].b, CAPTION_ABOVE_COST) : -1;
             for (int r = 0; r < pc->n_regions && d >= 0; r++)
                 if (pc->regions[r].caption_frag == f) d = -1;   /* another figure's */
             if (d >= 0 && d < best) { best = d; cap = f; }
@@ -1500,7 +1502,7 @@ void ingest_figures_pair_captions(ing_pagectx *pc, const unsigned char *px, int 
             if (!ck || pc->regions[r].rule || (pc->regions[r].raster && ck == 2)) continue;
             /* a figure's caption goes under it, a table's over it: a figure caption between
              * two rows of panels is the upper row's */
-            float d = caption_distance(pc->regions[r].b, pc->frags[f].b, ck == 1 ? FIG_ABOVE_COST : 0.5f);
+            float d = caption_distance(pc->regions[r].b, pc->frags[f].b, ck == 1 ? FIG_ABOVE_COST : CAPTION_ABOVE_COST);
             if (d >= 0) c[nc++] = (pair_cand){d, r, f};
         }
     if (nc > 1) qsort(c, (size_t)nc, sizeof *c, cmp_pair);

@@ -104,7 +104,10 @@ int retr_create(store *s, const retr_config *c, retriever **out, char *err, size
         if (c->lsh_bits > 0) o.lsh_bits = c->lsh_bits;
         if (vindex_open_store(s, "image", r->image_model, &o, &r->vi, NULL, err, errlen)) goto fail;
     }
-    if (c->figure.model && open_figures(r, c->figure.model, err, errlen)) goto fail;
+    const char *fm = c->figure.model;   /* figure_now's answer, when it has one */
+    char now[64];
+    if (fm && c->figure_now && !c->figure_now(c->figure_now_user, s, now, sizeof now)) fm = now;
+    if (fm && open_figures(r, fm, err, errlen)) goto fail;
     *out = r;
     return 0;
 fail:

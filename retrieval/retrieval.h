@@ -63,7 +63,8 @@ typedef struct retr_config {
     retr_space text, image;
     retr_space figure;       /* images by their pixels, in the text space (model NULL = off) */
     retr_model_fn figure_now; /* NULL: figure.model for the retriever's life; else asked at
-                                 each catch-up, and a new id opens its index */
+                                 creation (figure.model when it cannot tell) and at each
+                                 catch-up, and a new id opens its index */
     void *figure_now_user;
     int32_t ef_search;       /* HNSW beam (0 = vindex default) */
     int32_t lsh_bits;        /* 0 = vindex default (256) */

@@ -209,13 +209,12 @@ static int figure_now(void *user, store *s, char *buf, size_t len) {
 int embed_create_retriever(embed_ctx *e, store *s, retriever **out, char *err, size_t errlen) {
     retr_config c;
     retr_config_default(&c);
-    char id[64];   /* retr_create copies the model ids */
     if (e) {
         c.text.model = c.image.model = textenc_model_id(e->te);
         c.text.dim = c.image.dim = textenc_dim(e->te);
         c.text.encode = retr_textenc_encode;
         c.text.user = e->te;
-        c.figure.model = figure_space(e, s, id, sizeof id);
+        c.figure.model = embed_figure_model_id(e);   /* figure_now picks the space */
         c.figure.dim = e->fig ? clip_dim(e->fig) : 0;
         c.figure_now = e->fig ? figure_now : NULL;
         c.figure_now_user = e;
