@@ -940,9 +940,12 @@ static int body_line(const ing_pagectx *pc, const ing_frag *fr, float colw) {
     return !fr->mono && wordy(pc, fr) && fr->b.x1 - fr->b.x0 >= 0.6f * colw;
 }
 
-/* 1 when a caption line is a label ("Figure 3:", "Fig. 2.6.", "Figure 7" alone), not a
- * sentence that starts with one ("Figure 3 shows ..."), which has no figure right above. */
-static int label_caption(const char *t) {
+/* 1 when a caption line is a label ("Figure 3:", "Fig. 2.6.", "Figure 7" alone, a bold
+ * "Figure 1 The code"), not a sentence that starts with one ("Figure 3 shows ..."), which
+ * has no figure right above. */
+static int label_caption(const ing_frag *fr) {
+    if (fr->lead_bold) return 1;
+    const char *t = fr->text;
     while (*t && !isdigit((unsigned char)*t)) t++;
     while (isdigit((unsigned char)*t) || (*t == '.' && isdigit((unsigned char)t[1]))) t++;
     return *t == 0 || *t == ':' || *t == '.' || *t == '-' || (unsigned char)*t == 0xE2;   /* – — */
@@ -1212,7 +1215,7 @@ static void pair_block(ing_pagectx *pc, unsigned char *used, const unsigned char
     ink_page ip = {px, pw, ph, stride, scale, px ? malloc((size_t)pw + 16) : NULL};
     for (int f = 0; f < pc->n_frags && ip.row && used; f++) {
         const ing_frag *cf = &pc->frags[f];
-        if (cf->caption_kind != 1 || used[f] || !label_caption(cf->text) || !starts_line(pc, f)) continue;
+        if (cf->caption_kind != 1 || used[f] || !label_caption(cf) || !starts_line(pc, f)) continue;
         ingest_box u;
         float cx0, cx1;
         column_at(pc, cf->b, &cx0, &cx1);

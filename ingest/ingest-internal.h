@@ -24,6 +24,7 @@ typedef struct {
     int col;            /* reading-order group: 2*section (+column) */
     int block;          /* block index after blocking */
     int mono;           /* 1 when most of its characters are set in a typewriter face */
+    int lead_bold;      /* 1 when its first character is set in a bold face ("Figure 1" as a label) */
 } ing_frag;
 
 typedef struct {

@@ -24,7 +24,18 @@ int ingest_layout_add_frag(ing_pagectx *pc, ingest_box b, float size, const char
     if (!t) return INGEST_ERR_NOMEM;
     memcpy(t, text, (size_t)len);
     t[len] = 0;
-    pc->frags[pc->n_frags++] = (ing_frag){b, size, t, FRAG_TEXT, 0, -1, 0, -1, 0};
+    pc->frags[pc->n_frags++] = (ing_frag){b, size, t, FRAG_TEXT, 0, -1, 0, -1, 0, 0};
+    return 0;
+}
+
+/* 1 when font name contains one of marks (lower case) */
+static int font_has(const char *name, const char *const *marks, size_t n_marks) {
+    char low[64];
+    size_t n = 0;
+    for (; name && name[n] && n < sizeof low - 1; n++) low[n] = (char)tolower((unsigned char)name[n]);
+    low[n] = 0;
+    for (size_t k = 0; k < n_marks; k++)
+        if (strstr(low, marks[k])) return 1;
     return 0;
 }
 
@@ -33,20 +44,25 @@ int ingest_layout_add_frag(ing_pagectx *pc, ingest_box b, float size, const char
 static int mono_font(const char *name) {
     static const char *const marks[] = {"mono", "courier", "cmtt", "cmsltt", "sftt", "txtt",
                                         "nimbusmon", "code", "consol", "menlo", "typewriter"};
-    char low[64];
-    size_t n = 0;
-    for (; name && name[n] && n < sizeof low - 1; n++) low[n] = (char)tolower((unsigned char)name[n]);
-    low[n] = 0;
-    for (size_t k = 0; k < sizeof marks / sizeof *marks; k++)
-        if (strstr(low, marks[k])) return 1;
-    return 0;
+    return font_has(name, marks, sizeof marks / sizeof *marks);
+}
+
+/* 1 for a bold face: "CMBX10", "SFBX1000", "LMRoman10-Bold", "NimbusRomNo9L-Medi",
+ * "Helvetica-Black", "SourceSansPro-Semibold" */
+static int bold_font(const char *name) {
+    static const char *const marks[] = {"bold", "cmbx", "sfbx", "ecbx", "lmbx", "-bd", "black",
+                                        "heavy", "demi", "medi"};
+    return font_has(name, marks, sizeof marks / sizeof *marks);
 }
 
 /* a fragment of the text layer, marked mono when most of its characters are */
 static int add_frag_mono(ing_pagectx *pc, ingest_box b, float size, const char *text, int len,
-                         int n_mono, int n_all) {
+                         int n_mono, int n_all, int lead_bold) {
     int n = pc->n_frags, rc = ingest_layout_add_frag(pc, b, size, text, len);
-    if (rc == 0 && pc->n_frags > n) pc->frags[n].mono = 2 * n_mono > n_all;
+    if (rc == 0 && pc->n_frags > n) {
+        pc->frags[n].mono = 2 * n_mono > n_all;
+        pc->frags[n].lead_bold = lead_bold;
+    }
     return rc;
 }
 
@@ -63,7 +79,7 @@ int ingest_layout_extract(ing_pagectx *pc) {
         return 0;
     }
     float *sizes = calloc(n_rects, sizeof *sizes);
-    unsigned char *mono = calloc(n_rects, 1);
+    unsigned char *mono = calloc(n_rects, 1); /* bit 0: typewriter face, bit 1: bold */
     pc->chars = malloc(n_rects * sizeof *pc->chars);
     if (!sizes || !mono || !pc->chars) {
         free(sizes);
@@ -75,7 +91,7 @@ int ingest_layout_extract(ing_pagectx *pc) {
     GList *attrs = poppler_page_get_text_attributes(pc->pp);
     for (GList *l = attrs; l; l = l->next) {
         PopplerTextAttributes *a = l->data;
-        int m = mono_font(a->font_name);
+        int m = mono_font(a->font_name) | bold_font(a->font_name) << 1;
         for (int i = a->start_index; i <= a->end_index && i < (int)n_rects; i++)
             if (i >= 0) sizes[i] = (float)a->font_size, mono[i] = (unsigned char)m;
     }
@@ -85,14 +101,15 @@ int ingest_layout_extract(ing_pagectx *pc) {
     const char *p = text, *start = NULL, *last_end = NULL;
     ingest_box fb = {0};
     float fsize = 0, last_x1 = 0;
-    int n_mono = 0, n_all = 0;   /* the open fragment's characters, and those in a typewriter face */
+    int n_mono = 0, n_all = 0, bold = 0;   /* the open fragment's characters, those in a typewriter
+                                           * face, and whether its first is bold */
     for (guint i = 0; i < n_rects && *p && rc == 0; i++, p = g_utf8_next_char(p)) {
         gunichar c = g_utf8_get_char(p);
         PopplerRectangle r = rects[i];
         ingest_box cb = {(float)r.x1, (float)r.y1, (float)r.x2, (float)r.y2};
         float sz = sizes[i] > 0 ? sizes[i] : cb.y1 - cb.y0;
         if (c == '\n') {
-            if (start) rc = add_frag_mono(pc, fb, fsize, start, (int)(last_end - start), n_mono, n_all);
+            if (start) rc = add_frag_mono(pc, fb, fsize, start, (int)(last_end - start), n_mono, n_all, bold);
             start = NULL;
             continue;
         }
@@ -104,7 +121,7 @@ int ingest_layout_extract(ing_pagectx *pc) {
             float limit = 1.5f * ing_maxf(fsize, sz);
             /* a wide gap, a jump back or a different baseline ends the fragment */
             if (gap > limit || gap < -limit || yc < fb.y0 || yc > fb.y1) {
-                rc = add_frag_mono(pc, fb, fsize, start, (int)(last_end - start), n_mono, n_all);
+                rc = add_frag_mono(pc, fb, fsize, start, (int)(last_end - start), n_mono, n_all, bold);
                 start = NULL;
             }
         }
@@ -113,16 +130,17 @@ int ingest_layout_extract(ing_pagectx *pc) {
             fb = cb;
             fsize = sz;
             n_mono = n_all = 0;
+            bold = mono[i] >> 1;
         } else {
             fb = ing_box_union(fb, cb);
             fsize = ing_maxf(fsize, sz);
         }
-        n_mono += mono[i];
+        n_mono += mono[i] & 1;
         n_all++;
         last_x1 = cb.x1;
         last_end = g_utf8_next_char(p);
     }
-    if (start && rc == 0) rc = add_frag_mono(pc, fb, fsize, start, (int)(last_end - start), n_mono, n_all);
+    if (start && rc == 0) rc = add_frag_mono(pc, fb, fsize, start, (int)(last_end - start), n_mono, n_all, bold);
     free(sizes);
     free(mono);
     g_free(text);

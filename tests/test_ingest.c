@@ -988,23 +988,29 @@ static void draw_caption_over_listing(cairo_t *cr, int apart, int rule) {
     for (int i = 0; i < 4; i++) { cairo_move_to(cr, 100, 300 + 14 * i); cairo_show_text(cr, BODY_LINE); }
 }
 
-/* Nine pages, each a paragraph of running text (10 pt) above something captioned.
+/* A paragraph of running text (10 pt), then a listing set in 8 pt (x from 120, baselines
+ * 190..223); the font size is 10 pt again after it. */
+static void draw_small_listing(cairo_t *cr) {
+    const char *code[] = {"def render(page):", "    for box in page.boxes():", "        draw(box)",
+                          "    return page"};
+    body_paragraph(cr);
+    cairo_set_font_size(cr, 8);
+    for (int i = 0; i < 4; i++) { cairo_move_to(cr, 120, 190 + 11 * i); cairo_show_text(cr, code[i]); }
+    cairo_set_font_size(cr, 10);
+}
+
+/* Eleven pages, each a paragraph of running text (10 pt) above something captioned.
  * Page 1: a listing set in 8 pt between the paragraph and "Figure 5:": a figure of text,
  * with no drawn ink. Page 2: the same listing, then a sentence that starts with "Figure 5
  * shows": no label, no figure. Page 3: the paragraph right above "Figure 6:": no figure.
  * Pages 4 to 6: draw_symbol_grid, draw_side_caption, draw_mono_listing; pages 7 to 9:
- * draw_caption_over_listing. */
+ * draw_caption_over_listing; pages 10 and 11: page 1's listing over "Figure 16" without a
+ * colon, a label by its bold face on page 10, a sentence's start on page 11. */
 static void write_text_figure_pdf(const char *path) {
     cairo_t *cr = letter_pdf(path);
-    const char *code[] = {"def render(page):", "    for box in page.boxes():", "        draw(box)",
-                          "    return page"};
     for (int pg = 0; pg < 3; pg++) {
-        body_paragraph(cr);
-        if (pg < 2) {
-            cairo_set_font_size(cr, 8);
-            for (int i = 0; i < 4; i++) { cairo_move_to(cr, 120, 190 + 11 * i); cairo_show_text(cr, code[i]); }
-        }
-        cairo_set_font_size(cr, 10);
+        if (pg < 2) draw_small_listing(cr);
+        else body_paragraph(cr);
         cairo_move_to(cr, 150, pg == 2 ? 162 : 250);
         cairo_show_text(cr, pg == 0 ? "Figure 5: A listing set in a smaller face."
                           : pg == 1 ? "Figure 5 shows the listing above, set small."
@@ -1021,6 +1027,16 @@ static void write_text_figure_pdf(const char *path) {
         cairo_show_page(cr);
         draw_caption_over_listing(cr, k != 1, k == 2);
     }
+    for (int bold = 1; bold >= 0; bold--) {   /* pages 10 and 11: a label without a colon */
+        cairo_show_page(cr);
+        draw_small_listing(cr);
+        cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL,
+                               bold ? CAIRO_FONT_WEIGHT_BOLD : CAIRO_FONT_WEIGHT_NORMAL);
+        cairo_move_to(cr, 150, 250);
+        cairo_show_text(cr, "Figure 16 ");
+        cairo_select_font_face(cr, "DejaVu Sans", CAIRO_FONT_SLANT_NORMAL, CAIRO_FONT_WEIGHT_NORMAL);
+        cairo_show_text(cr, "The listing above, its label set apart by its face alone.");
+    }
     cairo_destroy(cr);   /* the last reference: the PDF is written */
 }
 
@@ -1035,11 +1051,11 @@ TEST(caption_over_text_figure) {
     char err[512];
     ingest_doc *d = NULL;
     open_fixture(test_failed_, "textfig", write_text_figure_pdf, &d);
-    for (int p = 1; p <= 9 && d; p++) {
+    for (int p = 1; p <= 11 && d; p++) {
         ingest_page *pg = NULL;
         CHECK(ingest_doc_page(d, p, &pg, err, sizeof err) == 0 && pg);
-        if (pg && p == 1) {   /* the listing: x from 120 to ~225 (its widest line), baselines 190..223 */
-            check_one_figure(test_failed_, pg, (ingest_box){120, 184, 225, 226}, 0.012, "Figure 5:");
+        if (pg && (p == 1 || p == 10)) {   /* the listing: x from 120 to ~225 (its widest line), baselines 190..223 */
+            check_one_figure(test_failed_, pg, (ingest_box){120, 184, 225, 226}, 0.012, p == 1 ? "Figure 5:" : "Figure 16");
         } else if (pg && p == 4) {   /* circles from 132 x 192, labels from 128 to ~418 x ~322 */
             check_one_figure(test_failed_, pg, (ingest_box){128, 192, 418, 322}, 0.02, "Figure 7:");
         } else if (pg && p == 5) {
