@@ -201,13 +201,25 @@ static void clear_box(unsigned char *ink, int pw, int ph, ingest_box b, double s
     for (int y = y0; y < y1; y++) memset(ink + (size_t)y * pw + x0, 0, (size_t)(x1 - x0));
 }
 
-/* 1 where a pixel is ink: any of B, G, R below INK_LEVEL. SSE2 takes 16 pixels a step;
+/* 1 where a pixel is ink: any of B, G, R below INK_LEVEL (on a tinted page, off its paper
+ * colour by more than white's margin). SSE2 takes 16 pixels a step;
  * the scalar rest works four bytes at a time: with x = the inverted colour bytes, a byte
  * is ink when it exceeds 255 - INK_LEVEL, which the add-and-test flags in its high bit
  * (bytes >= 128 are flagged by `| x`; a carry out of such a byte can only add flags to a
  * pixel that is ink anyway). */
-static void ink_row(unsigned char *dst, const unsigned char *row, int pw) {
+static void ink_row(unsigned char *dst, const unsigned char *row, int pw, uint32_t paper) {
     int x = 0;
+    if (paper) {   /* a tinted page: ink is what differs from its paper */
+        for (; x < pw; x++) {
+            uint32_t v;
+            memcpy(&v, row + 4 * x, 4);
+            int ink = 0;
+            for (int k = 0; k < 24 && !ink; k += 8)
+                ink = abs((int)((v >> k) & 0xFF) - (int)((paper >> k) & 0xFF)) > 255 - INK_LEVEL;
+            dst[x] = (unsigned char)ink;
+        }
+        return;
+    }
 #ifdef __SSE2__
     const __m128i level = _mm_set1_epi8((char)INK_LEVEL), alpha = _mm_set1_epi32((int)0xFF000000u);
     const __m128i ones = _mm_set1_epi32(-1), one = _mm_set1_epi8(1);
@@ -231,6 +243,44 @@ static void ink_row(unsigned char *dst, const unsigned char *row, int pw) {
         uint32_t inv = ~v & 0x00FFFFFFu; /* B, G, R inverted (ARGB32 is a native 0xAARRGGBB) */
         dst[x] = (((inv + add) | inv) & 0x00808080u) != 0;
     }
+}
+
+#define PAPER_EDGE_SHARE 0.9 /* a tint on this share of the page's edge is its paper */
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The paper colour of a tinted page (0xFFRRGGBB): one colour, not white, on most of the
+ * render's edge (a coloured page, a slide's background); 0 for white paper. Ornaments in
+ * the corners or a figure bleeding off one side leave the rest of the edge to the paper. */
+static uint32_t page_paper(const unsigned char *px, int pw, int ph, int stride) {
+    int step = 4, n = 0, cap = 2 * (pw + ph) / step + 8;
+    if (pw < 8 || ph < 8) return 0;
+    uint32_t *v = malloc((size_t)cap * sizeof *v);
+    if (!v) return 0;   /* white: detection as on any page */
+    /* 2 pixels in: the last row and column may be partly paper, partly the white under it */
+    for (int x = 0; x < pw && n + 2 <= cap; x += step) {
+        memcpy(&v[n++], px + 2 * (size_t)stride + 4 * (size_t)x, 4);
+        memcpy(&v[n++], px + (size_t)(ph - 3) * stride + 4 * (size_t)x, 4);
+    }
+    for (int y = 0; y < ph && n + 2 <= cap; y += step) {
+        memcpy(&v[n++], px + (size_t)y * stride + 8, 4);
+        memcpy(&v[n++], px + (size_t)y * stride + 4 * (size_t)(pw - 3), 4);
+    }
+    for (int i = 0; i < n; i++) v[i] |= 0xFF000000u;
+    qsort(v, (size_t)n, sizeof *v, cmp_u32);
+    uint32_t best = 0;
+    int run = 0, most = 0;
+    for (int i = 0; i < n; i++) {
+        run = i && v[i] == v[i - 1] ? run + 1 : 1;
+        if (run > most) most = run, best = v[i];
+    }
+    free(v);
+    int white = 1;
+    for (int k = 0; k < 24; k += 8) white &= ((best >> k) & 0xFF) >= INK_LEVEL;
+    return !white && most >= PAPER_EDGE_SHARE * n ? best : 0;
 }
 
 /* Connected ink cells → boxes (points). Returns the count; *out is malloc'd. */
@@ -580,7 +630,7 @@ static int ink_regions(const ing_pagectx *pc, unsigned char *pix, const unsigned
     int gw = (pw + cpx - 1) / cpx, gh = (ph + cpx - 1) / cpx;
     unsigned char *ink = calloc((size_t)gw * gh, 1); /* per-cell ink */
     if (!ink) return -1;
-    for (int y = 0; y < ph; y++) ink_row(pix + (size_t)y * pw, px + (size_t)y * stride, pw);
+    for (int y = 0; y < ph; y++) ink_row(pix + (size_t)y * pw, px + (size_t)y * stride, pw, pc->paper);
     for (int i = 0; i < pc->n_chars; i++) clear_box(pix, pw, ph, pc->chars[i], scale, 1.0f);
     for (int i = 0; i < pc->n_regions; i++) clear_box(pix, pw, ph, pc->regions[i].b, scale, 1.0f);
     ink_cells(pix, pw, ph, cpx, ink, gw);
@@ -654,6 +704,7 @@ int ingest_figures_probe(ing_pagectx *pc) {
     if (!coarse) return 1; /* cannot tell: render in full */
     double scale = ingest_render_dpi(pc->w, pc->h, PROBE_DPI) / 72.0;
     int pw = cairo_image_surface_get_width(coarse), ph = cairo_image_surface_get_height(coarse);
+    pc->paper = page_paper(cairo_image_surface_get_data(coarse), pw, ph, cairo_image_surface_get_stride(coarse));
     unsigned char *pix = ingest_scratch(pc->scratch, (size_t)pw * ph);
     ingest_box *boxes = NULL;
     int n = pix ? ink_regions(pc, pix, cairo_image_surface_get_data(coarse), pw, ph,
@@ -677,13 +728,13 @@ int ingest_figures_probe(ing_pagectx *pc) {
 }
 
 /* share of the render's pixels inside b that are ink (text too); row: pw bytes of scratch */
-static float render_ink(ingest_box b, const unsigned char *px, int pw, int ph, int stride,
-                        double scale, unsigned char *row) {
+static float render_ink(const ing_pagectx *pc, ingest_box b, const unsigned char *px, int pw, int ph,
+                        int stride, double scale, unsigned char *row) {
     int r[4];
     if (!pixel_rect(b, 0, scale, pw, ph, r)) return 0;
     size_t n = 0;
     for (int y = r[1]; y < r[3]; y++) {
-        ink_row(row, px + (size_t)y * stride, pw);
+        ink_row(row, px + (size_t)y * stride, pw, pc->paper);
         for (int x = r[0]; x < r[2]; x++) n += row[x];
     }
     return (float)((double)n / ((double)(r[2] - r[0]) * (r[3] - r[1])));
@@ -714,7 +765,7 @@ static int turned_box(const ing_pagectx *pc, int i, const unsigned char *px, int
             taken |= o > 0.5f * w * h;
             *twin |= pc->regions[j].raster && o > 0.9f * w * h && o > 0.9f * area(pc->regions[j].b);
         }
-        float ink = taken ? 0 : render_ink(c, px, pw, ph, stride, scale, row);
+        float ink = taken ? 0 : render_ink(pc, c, px, pw, ph, stride, scale, row);
         if (ink >= best) best = ink, *out = c, found = 1;
     }
     return found;
@@ -731,7 +782,7 @@ static void fix_turned_rasters(ing_pagectx *pc, const unsigned char *px, int pw,
     for (int i = 0; i < pc->n_regions; i++) {
         ingest_box b = pc->regions[i].b, turned;
         if (!pc->regions[i].raster) continue;
-        if (text_share(pc, b) < TURN_TEXT && render_ink(b, px, pw, ph, stride, scale, row) >= TURN_BLANK)
+        if (text_share(pc, b) < TURN_TEXT && render_ink(pc, b, px, pw, ph, stride, scale, row) >= TURN_BLANK)
             continue;
         int twin;
         if (turned_box(pc, i, px, pw, ph, stride, scale, row, &turned, &twin))
@@ -765,6 +816,7 @@ static int find_sample_charts(ing_pagectx *pc, const ingest_box *smp, int ns) {
 
 int ingest_figures_detect(ing_pagectx *pc, const unsigned char *px, int pw, int ph, int stride,
                           double scale) {
+    pc->paper = page_paper(px, pw, ph, stride);
     fix_turned_rasters(pc, px, pw, ph, stride, scale);
     unsigned char *pix = ingest_scratch(pc->scratch, (size_t)pw * ph); /* per-pixel ink */
     ingest_box *boxes = NULL;
@@ -931,6 +983,7 @@ typedef struct {
     int pw, ph, stride;
     double scale;
     unsigned char *row;
+    uint32_t paper;
 } ink_page;
 
 /* 1 when fr is a line of running text: body size, most of the column wide, several words.
@@ -971,7 +1024,7 @@ static long drawn_pixels(const ing_pagectx *pc, ingest_box b, const ink_page *ip
     if (!pixel_rect(b, 0, scale, ip->pw, ip->ph, r)) return 0;
     long n = 0;
     for (int y = r[1]; y < r[3]; y++) {
-        ink_row(row, ip->px + (size_t)y * ip->stride, ip->pw);
+        ink_row(row, ip->px + (size_t)y * ip->stride, ip->pw, ip->paper);
         float yp = (float)((y + 0.5) / scale);
         for (int c = 0; c < pc->n_chars; c++) {   /* blank the characters on this row */
             ingest_box cb = pc->chars[c];
@@ -1089,7 +1142,7 @@ static int ink_scan(const ink_page *ip, int x0, int x1, int y0, int y1, int down
     int near = -1, far = -1, lx = x1, rx = x0 - 1, blank = 0, gap = (int)(BLOCK_GAP_PT * ip->scale);
     unsigned char *row = ip->row;
     for (int y = down ? y0 : y1 - 1; y >= y0 && y < y1 && blank < gap; y += down ? 1 : -1) {
-        ink_row(row, ip->px + (size_t)y * ip->stride, ip->pw);
+        ink_row(row, ip->px + (size_t)y * ip->stride, ip->pw, ip->paper);
         int l = x0, r = x1 - 1;
         while (l < x1 && !row[l]) l++;
         if (l == x1) { blank += near >= 0; continue; }
@@ -1212,7 +1265,7 @@ static int caption_block(const ing_pagectx *pc, const ink_page *ip, int f, float
  * text included, reached from the caption. */
 static void pair_block(ing_pagectx *pc, unsigned char *used, const unsigned char *px, int pw,
                        int ph, int stride, double scale) {
-    ink_page ip = {px, pw, ph, stride, scale, px ? malloc((size_t)pw + 16) : NULL};
+    ink_page ip = {px, pw, ph, stride, scale, px ? malloc((size_t)pw + 16) : NULL, pc->paper};
     for (int f = 0; f < pc->n_frags && ip.row && used; f++) {
         const ing_frag *cf = &pc->frags[f];
         if (cf->caption_kind != 1 || used[f] || !label_caption(cf) || !starts_line(pc, f)) continue;

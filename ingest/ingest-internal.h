@@ -71,6 +71,7 @@ typedef struct {
     ing_block *blocks;
     int n_blocks;
     float body_size;
+    uint32_t paper;              /* the render's paper colour, 0xFFRRGGBB, on a tinted page; 0: white */
 } ing_pagectx;
 
 /* ingest-furniture.c: running headers/footers and page numbers, across pages */
