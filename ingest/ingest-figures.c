@@ -895,10 +895,18 @@ static int parted(const ing_pagectx *pc, ingest_box r, ingest_box c) {
 #define PANEL_LABEL_GAP_PT 20.0f /* a panel's "(a)" lies this close under it */
 typedef float (*pair_dist)(const ing_pagectx *pc, const ing_region *r, ingest_box cap);
 
-static void pair_nearest(ing_pagectx *pc, unsigned char *used, pair_dist dist, float max) {
+/* 1 when fragment f is a figure caption still alone that may take what lies above or under
+ * it: a turned one (a sideways figure's) reads beside its figure. */
+static int lone_caption(const ing_pagectx *pc, const unsigned char *used, int f) {
+    return pc->frags[f].caption_kind == 1 && !used[f] && !pc->frags[f].turned;
+}
+
+/* Pairs each figure caption still alone with its nearest captionless region by dist, up to
+ * max; a turned caption only when side (it reads beside its figure, not above or under). */
+static void pair_nearest(ing_pagectx *pc, unsigned char *used, pair_dist dist, float max, int side) {
     for (int f = 0; f < pc->n_frags && used; f++) {
         const ing_frag *cf = &pc->frags[f];
-        if (cf->caption_kind != 1 || used[f]) continue;
+        if (cf->caption_kind != 1 || used[f] || (cf->turned && !side)) continue;
         int best = -1;
         float bd = max;
         for (int r = 0; r < pc->n_regions; r++) {
@@ -942,7 +950,7 @@ static int same_span(ingest_box r, ingest_box o) {
 static void pair_ruled(ing_pagectx *pc, unsigned char *used) {
     for (int f = 0; f < pc->n_frags && used; f++) {
         const ing_frag *cf = &pc->frags[f];
-        if (cf->caption_kind != 1 || used[f]) continue;
+        if (!lone_caption(pc, used, f)) continue;
         int bottom = -1;
         for (int r = 0; r < pc->n_regions; r++) {
             ingest_box b = pc->regions[r].b;
@@ -1268,7 +1276,7 @@ static void pair_block(ing_pagectx *pc, unsigned char *used, const unsigned char
     ink_page ip = {px, pw, ph, stride, scale, px ? malloc((size_t)pw + 16) : NULL, pc->paper};
     for (int f = 0; f < pc->n_frags && ip.row && used; f++) {
         const ing_frag *cf = &pc->frags[f];
-        if (cf->caption_kind != 1 || used[f] || !label_caption(cf) || !starts_line(pc, f)) continue;
+        if (!lone_caption(pc, used, f) || !label_caption(cf) || !starts_line(pc, f)) continue;
         ingest_box u;
         float cx0, cx1;
         column_at(pc, cf->b, &cx0, &cx1);
@@ -1440,12 +1448,13 @@ static void join_twins(ing_pagectx *pc) {
 /* Short text lines hugging a vector figure (tick labels, axis titles, legends) join its box.
  * The near edge counts, not the whole line: tick labels of 8.5 pt set 2 pt under a plot's
  * frame end 10.5 pt under it; R sets a y axis's tick labels and title rotated, 7 and 17 pt
- * out. A box cut at the frame loses the scale. */
-static int hugs_label(ingest_box e, ingest_box b) {
+ * out, and may turn the tick labels under a bar chart (turned: they run down from the frame
+ * as far as they are long). A box cut at the frame loses the scale. */
+static int hugs_label(ingest_box e, ingest_box b, int turned) {
     int over = b.x0 >= e.x0 - LABEL_GAP_X_PT && b.x1 <= e.x1 + LABEL_GAP_X_PT;
     int level = b.y0 >= e.y0 - LABEL_GAP_Y_PT && b.y1 <= e.y1 + LABEL_GAP_Y_PT;
     if (over && level) return 1;
-    if (over && b.y1 - b.y0 <= LABEL_H_PT)   /* above or below */
+    if (over && (turned || b.y1 - b.y0 <= LABEL_H_PT))   /* above or below */
         return b.y0 <= e.y1 + LABEL_GAP_Y_PT && b.y1 >= e.y0 - LABEL_GAP_Y_PT;
     if (level && b.x1 - b.x0 <= LABEL_H_PT)  /* beside, rotated */
         return b.x0 <= e.x1 + LABEL_SIDE_PT && b.x1 >= e.x0 - LABEL_SIDE_PT;
@@ -1493,7 +1502,7 @@ static void absorb_labels(ing_pagectx *pc) {
             ingest_box b = pc->frags[f].b;
             int k = pc->frags[f].kind;   /* labels set larger than the body read as headings */
             if (k != FRAG_TEXT && k != FRAG_HEADING) continue;
-            if (!hugs_label(rg->b, b) || nearer_region(pc, r, b)) continue;
+            if (!hugs_label(rg->b, b, pc->frags[f].turned) || nearer_region(pc, r, b)) continue;
             if (b.x1 - b.x0 > 0.6f * (rg->b.x1 - rg->b.x0) && ink_share(pc, b) > 0.7f)
                 continue;   /* a line of text, not a sparse row of tick labels */
             if (b.y1 <= rg->b.y0 + 1 && !apart_x(b, rg->b) && line_above(pc, f))
@@ -1554,8 +1563,8 @@ void ingest_figures_pair_captions(ing_pagectx *pc, const unsigned char *px, int 
     if (!c) return;
     for (int r = 0; r < pc->n_regions; r++)
         for (int f = 0; f < pc->n_frags; f++) {
-            int ck = pc->frags[f].caption_kind;
-            if (!ck || pc->regions[r].rule || (pc->regions[r].raster && ck == 2)) continue;
+            int ck = pc->frags[f].caption_kind;   /* a turned caption reads beside its figure */
+            if (!ck || pc->frags[f].turned || pc->regions[r].rule || (pc->regions[r].raster && ck == 2)) continue;
             /* a figure's caption goes under it, a table's over it: a figure caption between
              * two rows of panels is the upper row's */
             float d = caption_distance(pc->regions[r].b, pc->frags[f].b, ck == 1 ? FIG_ABOVE_COST : CAPTION_ABOVE_COST);
@@ -1570,8 +1579,8 @@ void ingest_figures_pair_captions(ing_pagectx *pc, const unsigned char *px, int 
         r->is_table = pc->frags[c[i].frag].caption_kind == 2;
         used[c[i].frag] = 1;
     }
-    pair_nearest(pc, used, far_dist, CAPTION_FAR_PT);
-    pair_nearest(pc, used, side_dist, CAPTION_GAP_PT);
+    pair_nearest(pc, used, far_dist, CAPTION_FAR_PT, 0);
+    pair_nearest(pc, used, side_dist, CAPTION_GAP_PT, 1);
     pair_ruled(pc, used);
     pair_block(pc, used, px, pw, ph, stride, scale);
     free(used);

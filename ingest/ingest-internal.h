@@ -25,6 +25,7 @@ typedef struct {
     int block;          /* block index after blocking */
     int mono;           /* 1 when most of its characters are set in a typewriter face */
     int lead_bold;      /* 1 when its first character is set in a bold face ("Figure 1" as a label) */
+    int turned;         /* 1 when its characters run up or down the page (text turned a quarter) */
 } ing_frag;
 
 typedef struct {

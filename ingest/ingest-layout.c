@@ -6,6 +6,7 @@
  * full-width lines) separate sections, read top to bottom, each section left column first. */
 #include "ingest/ingest-internal.h"
 #include <ctype.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +25,7 @@ int ingest_layout_add_frag(ing_pagectx *pc, ingest_box b, float size, const char
     if (!t) return INGEST_ERR_NOMEM;
     memcpy(t, text, (size_t)len);
     t[len] = 0;
-    pc->frags[pc->n_frags++] = (ing_frag){b, size, t, FRAG_TEXT, 0, -1, 0, -1, 0, 0};
+    pc->frags[pc->n_frags++] = (ing_frag){b, size, t, FRAG_TEXT, 0, -1, 0, -1, 0, 0, 0};
     return 0;
 }
 
@@ -55,18 +56,65 @@ static int bold_font(const char *name) {
     return font_has(name, marks, sizeof marks / sizeof *marks);
 }
 
-/* a fragment of the text layer, marked mono when most of its characters are */
-static int add_frag_mono(ing_pagectx *pc, ingest_box b, float size, const char *text, int len,
-                         int n_mono, int n_all, int lead_bold) {
-    int n = pc->n_frags, rc = ingest_layout_add_frag(pc, b, size, text, len);
+static int is_space_char(gunichar c) { return c == ' ' || c == '\t' || c == 0xA0 || c == '\r'; }
+
+/* 1 when character b follows a in a column: text turned a quarter (a plot's y-axis title and
+ * tick labels), whose characters poppler gives in reading order, each on its own baseline.
+ * Turned glyphs share one box across (the line's height) and abut along the column, or lie
+ * a space apart (spaced); glyphs stacked in a formula (a fraction) rarely do both. */
+static int stacked(ingest_box a, ingest_box b, int spaced, float size) {
+    if (fabsf(a.x0 - b.x0) > 0.5f || fabsf(a.x1 - b.x1) > 0.5f) return 0;
+    float gap = b.y0 >= a.y1 - 0.5f ? b.y0 - a.y1 : a.y0 >= b.y1 - 0.5f ? a.y0 - b.y1 : -1;
+    return gap >= -0.5f && gap <= (spaced ? 0.6f : 0.15f) * size;
+}
+
+/* the fragment being read: its text so far, box, font size and the marks of its characters */
+typedef struct {
+    const char *start, *end;   /* UTF-8 bytes of its text; start NULL when none is open */
+    ingest_box b, last;        /* its box, its last character's */
+    float size;
+    int n_mono, n_all;         /* its characters in a typewriter face, all of them */
+    int bold;                  /* its first character is bold */
+    int column;                /* it runs up or down the page: turned text */
+} open_frag;
+
+/* Adds the open fragment, if any, to the page and closes it. */
+static int frag_close(ing_pagectx *pc, open_frag *o) {
+    if (!o->start) return 0;
+    int n = pc->n_frags, rc = ingest_layout_add_frag(pc, o->b, o->size, o->start, (int)(o->end - o->start));
     if (rc == 0 && pc->n_frags > n) {
-        pc->frags[n].mono = 2 * n_mono > n_all;
-        pc->frags[n].lead_bold = lead_bold;
+        pc->frags[n].mono = 2 * o->n_mono > o->n_all;
+        pc->frags[n].lead_bold = o->bold;
+        pc->frags[n].turned = o->column;
     }
+    o->start = NULL;
     return rc;
 }
 
-static int is_space_char(gunichar c) { return c == ' ' || c == '\t' || c == 0xA0 || c == '\r'; }
+/* 1 when character cb (size sz; spaced: after a space) continues the open fragment: on its
+ * baseline without a wide gap or a jump back, or next in its column of turned text. */
+static int frag_continues(const open_frag *o, ingest_box cb, float sz, int spaced) {
+    float size = ing_maxf(o->size, sz), limit = 1.5f * size, gap = cb.x0 - o->last.x1;
+    float yc = (cb.y0 + cb.y1) / 2;
+    if ((o->column || o->n_all == 1) && stacked(o->last, cb, spaced, size)) return 1;
+    return !o->column && gap <= limit && gap >= -limit && yc >= o->b.y0 && yc <= o->b.y1;
+}
+
+/* Character cb at p (mark m: bit 0 typewriter, bit 1 bold) joins the open fragment, or
+ * opens one. */
+static void frag_add(open_frag *o, const char *p, ingest_box cb, float sz, int spaced, unsigned char m) {
+    if (!o->start) {
+        *o = (open_frag){p, p, cb, cb, sz, 0, 0, m >> 1, 0};
+    } else {
+        o->column |= o->n_all == 1 && stacked(o->last, cb, spaced, ing_maxf(o->size, sz));
+        o->b = ing_box_union(o->b, cb);
+        o->size = ing_maxf(o->size, sz);
+    }
+    o->last = cb;
+    o->n_mono += m & 1;
+    o->n_all++;
+    o->end = g_utf8_next_char(p);
+}
 
 int ingest_layout_extract(ing_pagectx *pc) {
     char *text = poppler_page_get_text(pc->pp);
@@ -97,50 +145,25 @@ int ingest_layout_extract(ing_pagectx *pc) {
     }
     poppler_page_free_text_attributes(attrs);
 
-    int rc = 0;
-    const char *p = text, *start = NULL, *last_end = NULL;
-    ingest_box fb = {0};
-    float fsize = 0, last_x1 = 0;
-    int n_mono = 0, n_all = 0, bold = 0;   /* the open fragment's characters, those in a typewriter
-                                           * face, and whether its first is bold */
+    int rc = 0, spaced = 0;   /* spaced: a space came after the last character */
+    const char *p = text;
+    open_frag o = {0};
     for (guint i = 0; i < n_rects && *p && rc == 0; i++, p = g_utf8_next_char(p)) {
         gunichar c = g_utf8_get_char(p);
         PopplerRectangle r = rects[i];
         ingest_box cb = {(float)r.x1, (float)r.y1, (float)r.x2, (float)r.y2};
         float sz = sizes[i] > 0 ? sizes[i] : cb.y1 - cb.y0;
-        if (c == '\n') {
-            if (start) rc = add_frag_mono(pc, fb, fsize, start, (int)(last_end - start), n_mono, n_all, bold);
-            start = NULL;
+        if (c == '\n' || is_space_char(c)) {
+            if (c == '\n') rc = frag_close(pc, &o);
+            spaced = 1;
             continue;
         }
-        if (is_space_char(c)) continue;
         pc->chars[pc->n_chars++] = cb;
-        if (start) {
-            float gap = cb.x0 - last_x1;
-            float yc = (cb.y0 + cb.y1) / 2;
-            float limit = 1.5f * ing_maxf(fsize, sz);
-            /* a wide gap, a jump back or a different baseline ends the fragment */
-            if (gap > limit || gap < -limit || yc < fb.y0 || yc > fb.y1) {
-                rc = add_frag_mono(pc, fb, fsize, start, (int)(last_end - start), n_mono, n_all, bold);
-                start = NULL;
-            }
-        }
-        if (!start) {
-            start = p;
-            fb = cb;
-            fsize = sz;
-            n_mono = n_all = 0;
-            bold = mono[i] >> 1;
-        } else {
-            fb = ing_box_union(fb, cb);
-            fsize = ing_maxf(fsize, sz);
-        }
-        n_mono += mono[i] & 1;
-        n_all++;
-        last_x1 = cb.x1;
-        last_end = g_utf8_next_char(p);
+        if (o.start && !frag_continues(&o, cb, sz, spaced)) rc = frag_close(pc, &o);
+        frag_add(&o, p, cb, sz, spaced, mono[i]);
+        spaced = 0;
     }
-    if (start && rc == 0) rc = add_frag_mono(pc, fb, fsize, start, (int)(last_end - start), n_mono, n_all, bold);
+    if (rc == 0) rc = frag_close(pc, &o);
     free(sizes);
     free(mono);
     g_free(text);

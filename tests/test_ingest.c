@@ -1214,6 +1214,65 @@ TEST(listing_frame_over_drawing) {
     ingest_doc_free(d);
 }
 
+/* One page: a paragraph, a plot whose y-axis title and tick labels are turned a quarter (as
+ * R sets them), bars' names turned under it, then its caption "Figure 2: ..." turned beside
+ * it, as a sideways figure's; body text under all. */
+static void write_turned_text_pdf(const char *path) {
+    cairo_t *cr = letter_pdf(path);
+    cairo_set_font_size(cr, 10);
+    cairo_move_to(cr, 72, 90);
+    cairo_show_text(cr, "The curves below fall the same way in both groups, as the text says at length.");
+    draw_plot(cr, 150, 120, 250, 160);   /* frame 150..400 x 120..280 */
+    cairo_set_font_size(cr, 9);
+    static const char *const turned[] = {"Survival probability", "0.25", "0.75", "placebo", "treated"};
+    static const double at[][2] = {{118, 260}, {132, 262}, {132, 162}, {200, 330}, {330, 330}};
+    for (int i = 0; i < 5; i++) {   /* reading upwards */
+        cairo_save(cr);
+        cairo_move_to(cr, at[i][0], at[i][1]);
+        cairo_rotate(cr, -M_PI / 2);
+        cairo_show_text(cr, turned[i]);
+        cairo_restore(cr);
+    }
+    cairo_set_font_size(cr, 10);
+    cairo_save(cr);
+    cairo_move_to(cr, 430, 130);   /* reading downwards, right of the plot */
+    cairo_rotate(cr, M_PI / 2);
+    cairo_show_text(cr, "Figure 2: Survival by group.");
+    cairo_restore(cr);
+    cairo_move_to(cr, 72, 400);
+    cairo_show_text(cr, "Both groups were followed for five years, and none of them was lost to the study.");
+    cairo_destroy(cr);   /* the last reference: the PDF is written */
+}
+
+/* Text turned a quarter reads as words, not as a column of letters: the y-axis title and the
+ * turned tick labels are the figure's text, the turned caption is its caption, and the
+ * figure takes the names turned under it. */
+TEST(turned_text) {
+    ingest_doc *d = NULL;
+    char err[512];
+    open_fixture(test_failed_, "turned", write_turned_text_pdf, &d);
+    ingest_page *pg = NULL;
+    CHECK(d && ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
+    int title = 0, ticks = 0, caption = 0;
+    for (int i = 0; pg && i < pg->n_chunks; i++) {
+        const ingest_chunk *c = &pg->chunks[i];
+        printf("  %d: %.70s\n", (int)c->kind, c->text);
+        title |= c->kind == INGEST_CHUNK_FIGURE && strstr(c->text, "Survival probability") != NULL;
+        ticks |= c->kind == INGEST_CHUNK_FIGURE && strstr(c->text, "0.75") && strstr(c->text, "placebo");
+        caption |= c->kind == INGEST_CHUNK_CAPTION && strstr(c->text, "Figure 2: Survival by group.") != NULL;
+    }
+    CHECK(title && ticks && caption);
+    CHECK_MSG(pg && pg->n_images == 1, "%d images", pg ? (int)pg->n_images : -1);
+    if (pg && pg->n_images == 1) {   /* the turned names end near y 330 + 9 pt */
+        ingest_box b = pg->images[0].box;
+        printf("  box %.0f %.0f %.0f %.0f pt\n", b.x0 * 612, b.y0 * 792, b.x1 * 612, b.y1 * 792);
+        CHECK(b.y1 * 792 >= 325);
+        CHECK(pg->images[0].caption_chunk >= 0);
+    }
+    ingest_page_free(pg);
+    ingest_doc_free(d);
+}
+
 /* Body text above and below a chart of named colours: three columns of eight swatches
  * (10 x 9 pt, stacked), each with its name beside it, no caption (page 1); the same
  * swatches where each name holds a digit, as a formula's or an index's cells do (page 2);
