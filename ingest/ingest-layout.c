@@ -229,7 +229,9 @@ void ingest_layout_classify(ing_pagectx *pc) {
         }
         int words = 1;
         for (const char *q = f->text; *q; q++) words += *q == ' ';
-        if (display_size(pc, f) && words <= 20 && !ingest_layout_big_glyph(pc, f)) f->kind = FRAG_HEADING;
+        /* turned text (a sideways label, an arXiv margin stamp) heads no section */
+        if (display_size(pc, f) && words <= 20 && !f->turned && !ingest_layout_big_glyph(pc, f))
+            f->kind = FRAG_HEADING;
     }
 }
 

@@ -1214,9 +1214,10 @@ TEST(listing_frame_over_drawing) {
     ingest_doc_free(d);
 }
 
-/* One page: a paragraph, a plot whose y-axis title and tick labels are turned a quarter (as
+/* Page 1: a paragraph, a plot whose y-axis title and tick labels are turned a quarter (as
  * R sets them), bars' names turned under it, then its caption "Figure 2: ..." turned beside
- * it, as a sideways figure's; body text under all. */
+ * it, as a sideways figure's; body text under all. Page 2: paragraphs, and an arXiv-style
+ * stamp turned in the left margin at 20 pt. */
 static void write_turned_text_pdf(const char *path) {
     cairo_t *cr = letter_pdf(path);
     cairo_set_font_size(cr, 10);
@@ -1241,12 +1242,21 @@ static void write_turned_text_pdf(const char *path) {
     cairo_restore(cr);
     cairo_move_to(cr, 72, 400);
     cairo_show_text(cr, "Both groups were followed for five years, and none of them was lost to the study.");
+    cairo_show_page(cr);   /* page 2: paragraphs beside a stamp turned in the margin, at 20 pt */
+    for (int i = 0; i < 30; i++) {
+        cairo_move_to(cr, 72, 100 + 14 * i);
+        cairo_show_text(cr, "The study followed both groups for five years and lost none of them.");
+    }
+    cairo_set_font_size(cr, 20);
+    cairo_move_to(cr, 40, 500);
+    cairo_rotate(cr, -M_PI / 2);
+    cairo_show_text(cr, "arXiv:2101.00001v1");
     cairo_destroy(cr);   /* the last reference: the PDF is written */
 }
 
 /* Text turned a quarter reads as words, not as a column of letters: the y-axis title and the
  * turned tick labels are the figure's text, the turned caption is its caption, and the
- * figure takes the names turned under it. */
+ * figure takes the names turned under it; a large stamp turned in the margin is no heading. */
 TEST(turned_text) {
     ingest_doc *d = NULL;
     char err[512];
@@ -1262,6 +1272,15 @@ TEST(turned_text) {
         caption |= c->kind == INGEST_CHUNK_CAPTION && strstr(c->text, "Figure 2: Survival by group.") != NULL;
     }
     CHECK(title && ticks && caption);
+    ingest_page *p2 = NULL;   /* a turned stamp reads as one word and heads no section */
+    CHECK(d && ingest_doc_page(d, 2, &p2, err, sizeof err) == 0 && p2);
+    int stamp = 0, heading = 0;
+    for (int i = 0; p2 && i < p2->n_chunks; i++) {
+        stamp |= strstr(p2->chunks[i].text, "arXiv:2101.00001v1") != NULL;
+        heading |= p2->chunks[i].kind == INGEST_CHUNK_HEADING;
+    }
+    CHECK(stamp && !heading);
+    ingest_page_free(p2);
     CHECK_MSG(pg && pg->n_images == 1, "%d images", pg ? (int)pg->n_images : -1);
     if (pg && pg->n_images == 1) {   /* the turned names end near y 330 + 9 pt */
         ingest_box b = pg->images[0].box;
