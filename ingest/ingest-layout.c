@@ -91,22 +91,22 @@ static int frag_close(ing_pagectx *pc, open_frag *o) {
     return rc;
 }
 
-/* 1 when character cb (size sz; spaced: after a space) continues the open fragment: on its
- * baseline without a wide gap or a jump back, or next in its column of turned text. */
+/* How character cb (size sz; spaced: after a space) goes on from the open fragment: 2 next
+ * in its column of turned text, 1 on its baseline without a wide gap or a jump back, 0 not. */
 static int frag_continues(const open_frag *o, ingest_box cb, float sz, int spaced) {
     float size = ing_maxf(o->size, sz), limit = 1.5f * size, gap = cb.x0 - o->last.x1;
     float yc = (cb.y0 + cb.y1) / 2;
-    if ((o->column || o->n_all == 1) && stacked(o->last, cb, spaced, size)) return 1;
+    if ((o->column || o->n_all == 1) && stacked(o->last, cb, spaced, size)) return 2;
     return !o->column && gap <= limit && gap >= -limit && yc >= o->b.y0 && yc <= o->b.y1;
 }
 
-/* Character cb at p (mark m: bit 0 typewriter, bit 1 bold) joins the open fragment, or
- * opens one. */
-static void frag_add(open_frag *o, const char *p, ingest_box cb, float sz, int spaced, unsigned char m) {
+/* Character cb at p (mark m: bit 0 typewriter, bit 1 bold) joins the open fragment, the
+ * next in its column when column, or opens one. */
+static void frag_add(open_frag *o, const char *p, ingest_box cb, float sz, unsigned char m, int column) {
     if (!o->start) {
         *o = (open_frag){p, p, cb, cb, sz, 0, 0, m >> 1, 0};
     } else {
-        o->column |= o->n_all == 1 && stacked(o->last, cb, spaced, ing_maxf(o->size, sz));
+        o->column |= column;
         o->b = ing_box_union(o->b, cb);
         o->size = ing_maxf(o->size, sz);
     }
@@ -159,8 +159,9 @@ int ingest_layout_extract(ing_pagectx *pc) {
             continue;
         }
         pc->chars[pc->n_chars++] = cb;
-        if (o.start && !frag_continues(&o, cb, sz, spaced)) rc = frag_close(pc, &o);
-        frag_add(&o, p, cb, sz, spaced, mono[i]);
+        int step = o.start ? frag_continues(&o, cb, sz, spaced) : 0;
+        if (o.start && !step) rc = frag_close(pc, &o);
+        frag_add(&o, p, cb, sz, mono[i], step == 2);
         spaced = 0;
     }
     if (rc == 0) rc = frag_close(pc, &o);

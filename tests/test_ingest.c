@@ -1259,10 +1259,9 @@ static void write_turned_text_pdf(const char *path) {
  * figure takes the names turned under it; a large stamp turned in the margin is no heading. */
 TEST(turned_text) {
     ingest_doc *d = NULL;
-    char err[512];
-    open_fixture(test_failed_, "turned", write_turned_text_pdf, &d);
     ingest_page *pg = NULL;
-    CHECK(d && ingest_doc_page(d, 1, &pg, err, sizeof err) == 0 && pg);
+    char err[512];
+    fixture_page1(test_failed_, "turned", write_turned_text_pdf, &d, &pg);
     int title = 0, ticks = 0, caption = 0;
     for (int i = 0; pg && i < pg->n_chunks; i++) {
         const ingest_chunk *c = &pg->chunks[i];
