@@ -4,8 +4,9 @@
  * 224x224, projection 512; `--tiny` = the golden fixture's tiny shape), generated with the
  * shared PRNG (tests/clip_gen.h) and written as safetensors under $MMRAG_TMP. No real CLIP
  * weights are available (see the closing note), so this measures speed only.
- * --figenc: mmrag's own figure encoder (vision/data/figenc) instead, on the same random
- * 224x224 images (196 tokens); no PyTorch column (its training code is the reference).
+ * --figenc: mmrag's own figure encoder (vision/data/figenc) instead, on random 320x320
+ * images read at its budget (config.json: 256 tokens, as a figure cropped at 144 dpi is); no
+ * PyTorch column (its training code is the reference).
  * Usage: bench_clip [--tiny | --figenc] [--images N] [--no-ref] */
 #include <math.h>
 #include <stdio.h>
@@ -95,7 +96,7 @@ int main(int argc, char **argv) {
     int n = 8, no_ref = 0, figenc = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--tiny")) { s = (shape){64, 2, 4, 256, 8, 32, 32}; label = "tiny"; }
-        else if (!strcmp(argv[i], "--figenc")) { figenc = no_ref = 1; s.image = 224; label = "mmrag figure encoder"; }
+        else if (!strcmp(argv[i], "--figenc")) { figenc = no_ref = 1; s.image = 320; label = "mmrag figure encoder"; }
         else if (!strcmp(argv[i], "--images") && i + 1 < argc) n = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-ref")) no_ref = 1;
     }

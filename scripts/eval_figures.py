@@ -35,8 +35,9 @@ Prints, with the figure encoder and without it (MMRAG_FIGENC=none):
   - absent descriptions: each figure's page asked, with the page, for another document's figure
     of another type; every answer "found" is false;
   - zero-shot figure type (figure encoder only, $MMRAG_FIGENC's when set): the labelled box cropped from a 144-dpi
-    render, embedded by the training code's forward pass (vision/train/figenc_model.py,
-    equal to the C path: tests/test_figenc.c), against one prompt per type.
+    render, read at config.json's token budget as mmrag does, embedded by the training code's
+    forward pass (vision/train/figenc_model.py, equal to the C path: tests/test_figenc.c),
+    against one prompt per type.
 """
 import hashlib
 import json
@@ -226,7 +227,9 @@ def type_accuracy(figs, pdfs, models):
     f = os.environ.get("MMRAG_FIGENC") or os.path.join(ROOT, "vision", "data", "figenc", "model.safetensors")
     if f == "none":
         return
-    m = FigureViT.from_file(f, json.load(open(os.path.join(os.path.dirname(f), "config.json")))).eval()
+    cfg = json.load(open(os.path.join(os.path.dirname(f), "config.json")))
+    m = FigureViT.from_file(f, cfg).eval()
+    budget = cfg.get("mmrag", {}).get("max_tokens", 196)  # as vision/clip.c reads it
     text = MiniLM(os.path.join(models, "minilm"))
     kinds = sorted(PROMPTS)
     P = text.embed([PROMPTS[k] for k in kinds])
@@ -236,7 +239,7 @@ def type_accuracy(figs, pdfs, models):
         for f in figs:
             if f["type"] not in PROMPTS:
                 continue
-            gh, gw, pix = to_grid(np.asarray(crop(pdfs[f["doc"]], f["page"], f["box"], tmp)))
+            gh, gw, pix = to_grid(np.asarray(crop(pdfs[f["doc"]], f["page"], f["box"], tmp)), budget=budget)
             with torch.no_grad():
                 e = m(to_patches(torch.from_numpy(pix[None]), torch.device("cpu")), gh, gw)[0]
             pred = kinds[int((P @ e).argmax())]

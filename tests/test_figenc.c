@@ -34,7 +34,8 @@ TEST(loads_as_clip_vision_tower) {
     CHECK(m != NULL);
     CHECK(clip_dim(m) == 384);  /* MiniLM's space */
     CHECK(clip_patch_size(m) == 16);
-    CHECK(clip_default_max_tokens(m) == 196);
+    CHECK(clip_image_size(m) == 224);           /* trained on 14x14 */
+    CHECK(clip_default_max_tokens(m) == 196);   /* config.json's budget: the trained one */
     CHECK(clip_tokenizer(m) == NULL);  /* image tower only: text goes through MiniLM */
 }
 
@@ -136,6 +137,44 @@ TEST(corrupt_encoder_file_is_an_error) {
     unlink(tmp);
     printf("  truncated file: rc %d, \"%s\"\n", rc, err);
     CHECK(rc != 0 && m == NULL && err[0]);
+}
+
+/* The budget comes from config.json's mmrag.max_tokens; none, or one out of range, leaves the
+ * training grid's. The weights are linked into a temporary folder beside each config. */
+static int32_t budget_with(const char *config) {
+    char dir[] = "/tmp/mmrag-figenc-XXXXXX", st[64], cf[64], abs[4096];
+    if (!mkdtemp(dir) || !realpath(MODEL, abs)) return -1;
+    snprintf(st, sizeof st, "%s/model.safetensors", dir);
+    snprintf(cf, sizeof cf, "%s/config.json", dir);
+    FILE *f = fopen(cf, "w");
+    int32_t got = -1;
+    if (f && symlink(abs, st) == 0) {
+        fputs(config, f);
+        fclose(f);
+        f = NULL;
+        clip_model *m = NULL;
+        char err[256];
+        if (clip_create(st, NULL, &m, err, sizeof err) == 0) got = clip_default_max_tokens(m);
+        clip_free(m);
+    }
+    if (f) fclose(f);
+    unlink(st);
+    unlink(cf);
+    rmdir(dir);
+    return got;
+}
+
+TEST(token_budget_from_config) {
+    const char *vc = "\"vision_config\": {\"num_attention_heads\": 4, \"hidden_act\": \"gelu\"}";
+    char c[512];
+    snprintf(c, sizeof c, "{%s, \"mmrag\": {\"max_tokens\": 324}}", vc);
+    CHECK(budget_with(c) == 324);
+    snprintf(c, sizeof c, "{%s}", vc);
+    CHECK(budget_with(c) == 196);
+    snprintf(c, sizeof c, "{%s, \"mmrag\": {\"max_tokens\": 0}}", vc);
+    CHECK(budget_with(c) == 196);
+    snprintf(c, sizeof c, "{%s, \"mmrag\": {\"max_tokens\": 100000}}", vc);
+    CHECK(budget_with(c) == 196);
 }
 
 TEST(zz_cleanup) { clip_free(model()); }

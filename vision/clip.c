@@ -195,6 +195,9 @@ static void read_config(const char *path, clip_model *m) {
                                                                        : CLIP_ACT_QUICK_GELU;
             if (json_is_number(e)) tw[s]->eps = (float)json_number_value(e);
         }
+        json_t *b = json_object_get(json_object_get(root, "mmrag"), "max_tokens");
+        if (json_is_integer(b) && json_integer_value(b) > 0 && json_integer_value(b) <= CLIP_MAX_BUDGET)
+            m->budget = (int32_t)json_integer_value(b);
         json_decref(root);
         break;
     }
@@ -353,5 +356,7 @@ int clip_create(const char *path, kern_pool *pool, clip_model **out, char *err, 
 int32_t clip_dim(const clip_model *m) { return m ? m->proj_dim : 0; }
 int32_t clip_patch_size(const clip_model *m) { return m ? m->patch : 0; }
 int32_t clip_image_size(const clip_model *m) { return m ? m->patch * m->grid : 0; }
-int32_t clip_default_max_tokens(const clip_model *m) { return m ? m->grid * m->grid : 0; }
+int32_t clip_default_max_tokens(const clip_model *m) {
+    return !m ? 0 : m->budget > 0 ? m->budget : m->grid * m->grid;
+}
 const clip_bpe *clip_tokenizer(const clip_model *m) { return m ? m->bpe : NULL; }

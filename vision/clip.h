@@ -116,6 +116,7 @@ int32_t clip_bpe_vocab_size(const clip_bpe *t); /* 49408 */
 
 /* ---- CLIP dual encoder -------------------------------------------------------- */
 #define CLIP_MAX_DIM 4096
+#define CLIP_MAX_BUDGET 4096 /* the largest token budget a config.json may set */
 typedef struct clip_model clip_model;
 
 /* Load a CLIP checkpoint: Hugging Face names (vision_model.*, text_model.*,
@@ -135,7 +136,9 @@ void clip_free(clip_model *m);
 int32_t clip_dim(const clip_model *m);          /* projection (embedding) size */
 int32_t clip_patch_size(const clip_model *m);
 int32_t clip_image_size(const clip_model *m);   /* training resolution, e.g. 224 */
-/* Default token budget = the training grid (e.g. 49 for 224/32). */
+/* Default token budget: config.json's mmrag.max_tokens when it gives one (1 to
+ * CLIP_MAX_BUDGET; mmrag's figure encoder reads figures at more tokens than it was trained
+ * on), else the training grid (e.g. 49 for 224/32). */
 int32_t clip_default_max_tokens(const clip_model *m);
 const clip_bpe *clip_tokenizer(const clip_model *m); /* NULL when no merges were found */
 

@@ -21,6 +21,7 @@ typedef struct {
 struct clip_model {
     clip_tower vis, txt;
     int32_t patch, grid, proj_dim;           /* image: patch px, training grid side */
+    int32_t budget;     /* tokens per image at inference (config.json's mmrag.max_tokens); 0: grid*grid */
     int32_t vocab, ctx, ctx_train, has_text;  /* text */
     float *patch_w;     /* [D][3*p*p] (conv weight flattened c, ky, kx) */
     float *class_emb;   /* [D] */

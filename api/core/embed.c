@@ -92,11 +92,15 @@ static int figenc_path(const char *models, char *buf, size_t len) {
 
 /* "mmrag-figenc-" and an FNV-1a style hash of the file taken 8 bytes at a step (the file is
  * read at every start that loads the encoder: 13 MB in ~5 ms, byte by byte it took ~21).
- * Returns 0 or -1. */
-static int file_id(const char *path, char *out, size_t len) {
+ * A token budget other than the training grid's (config.json's mmrag.max_tokens) changes the
+ * vectors as much as the weights do, so it seeds the hash; the trained budget leaves the id
+ * as it was. Returns 0 or -1. */
+static int file_id(const char *path, const clip_model *m, char *out, size_t len) {
     FILE *f = fopen(path, "rb");
     if (!f) return -1;
+    int32_t side = clip_image_size(m) / clip_patch_size(m), budget = clip_default_max_tokens(m);
     uint64_t h = 0xcbf29ce484222325ULL, w;
+    if (budget != side * side) h = (h ^ (uint64_t)(uint32_t)budget) * 0x100000001b3ULL;
     unsigned char buf[1 << 16];
     size_t n, i;
     while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
@@ -130,7 +134,7 @@ static void load_figenc(embed_ctx *e, const char *models) {
         clip_free(e->fig);
         e->fig = NULL;
     }
-    if (e->fig && file_id(path, e->fig_id, sizeof e->fig_id)) {
+    if (e->fig && file_id(path, e->fig, e->fig_id, sizeof e->fig_id)) {
         snprintf(err, sizeof err, "cannot read %.200s", path);
         clip_free(e->fig);
         e->fig = NULL;

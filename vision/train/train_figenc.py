@@ -46,14 +46,15 @@ TYPE_PROMPTS = {
 }
 
 
-def to_grid(a, min_side=0):
+def to_grid(a, min_side=0, budget=MAX_TOKENS):
     """uint8 [h][w][3] -> (gh, gw, pixels resized bicubically to the patchifier's grid).
     min_side (training only) first scales a smaller image up to it, so that it takes the
-    full-budget grid of its aspect ratio."""
+    full-budget grid of its aspect ratio. budget: tokens (training's 196; mmrag reads figures
+    at config.json's mmrag.max_tokens)."""
     from PIL import Image
     h, w = a.shape[:2]
     k = max(1.0, min_side / min(h, w))
-    gh, gw = patch_grid(int(h * k), int(w * k), MAX_TOKENS, PATCH)
+    gh, gw = patch_grid(int(h * k), int(w * k), budget, PATCH)
     im = Image.fromarray(a).resize((gw * PATCH, gh * PATCH), Image.BICUBIC)
     return gh, gw, np.asarray(im, dtype=np.uint8).copy()
 
