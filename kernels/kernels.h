@@ -219,6 +219,16 @@ void kern_attn_merge(int n_part, int R, int d, const float *m, const float *l, c
 /* ---- dispatch and CUDA ------------------------------------------------------ */
 /* "avx2" or "scalar": the CPU path in use (MMRAG_SIMD=scalar forces the reference). */
 const char *kern_cpu_path(void);
+/* The kernels OpenBLAS chose when it loaded ("Haswell", "SkylakeX", "Prescott"...). */
+const char *kern_blas_core(void);
+/* OpenBLAS picks its kernels from the CPU's model number when it loads, and falls back to its
+ * SSE3 ones ("Prescott") on a model it does not know (0.3.21 on a 2024 Xeon: sgemm ~2.4x
+ * slower). Only $OPENBLAS_CORETYPE, set before it loads, changes that. Returns the kernels
+ * to set it to when OpenBLAS fell back although the CPU has AVX2 and FMA (AVX-512 F, BW,
+ * DQ and VL: "SkylakeX"; else "Haswell"), NULL otherwise. kern_blas_core_pick is the
+ * decision alone, for tests. */
+const char *kern_blas_core_better(void);
+const char *kern_blas_core_pick(const char *chosen, int avx2_fma, int avx512);
 /* 1 when built with CUDA=1, a device answers and $MMRAG_CUDA is not "0"; 0 otherwise
  * (then all ops use the CPU). With a device, kern_linear, kern_gemm_f32 and prefill-sized
  * kern_attention run on it above a size threshold (weights given to kern_linear are

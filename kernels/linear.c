@@ -27,6 +27,24 @@ pid_t kern_fork(void) {
     return pid;
 }
 
+const char *kern_blas_core(void) {
+    const char *c = openblas_get_corename();
+    return c ? c : "unknown";
+}
+
+const char *kern_blas_core_pick(const char *chosen, int avx2_fma, int avx512) {
+    if (!chosen || strcmp(chosen, "Prescott") != 0 || !avx2_fma) return NULL;
+    return avx512 ? "SkylakeX" : "Haswell";
+}
+
+const char *kern_blas_core_better(void) {
+    __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    return kern_blas_core_pick(kern_blas_core(), avx2, avx512);
+}
+
 static void blas_sgemm(int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
                        const float *B, int ldb, float beta, float *C, int ldc) {
     pthread_rwlock_rdlock(&blas_fork_lock);

@@ -4,6 +4,13 @@ set -u
 build=$1; models=$2; shift 2
 export MMRAG_BUILD=$build MMRAG_MODELS=$models
 export MMRAG_TMP=$(mktemp -d "${TMPDIR:-/tmp}/mmrag-bench.XXXXXX")
+# the bench binaries load OpenBLAS with the kernels mmrag itself runs (api/cli/main.c sets
+# them when OpenBLAS does not know the CPU): what a user of mmrag gets
+if [ -z "${OPENBLAS_CORETYPE+x}" ] && [ -x "$build/mmrag" ]; then
+  core=$("$build/mmrag" models --models "$models" 2>/dev/null | sed -n 's/^math: .*OpenBLAS \([A-Za-z0-9]*\) kernels$/\1/p')
+  [ -n "$core" ] && export OPENBLAS_CORETYPE=$core
+fi
+echo "OpenBLAS kernels: ${OPENBLAS_CORETYPE:-as OpenBLAS picks them}"
 # a throwaway PostgreSQL + pgvector for bench_pgvector (the shared store), torn down at exit
 pgdir=$(mktemp -d "${TMPDIR:-/tmp}/mmrag-bench-pg.XXXXXX"); chmod 755 "$pgdir"
 here=$(cd "$(dirname "$0")" && pwd)

@@ -1039,3 +1039,15 @@ TEST(dispatch_reports_path) {
     CHECK(!kern_ops_avx2_table() || strncmp(path, "avx2", 4) == 0 || strcmp(path, "scalar") == 0);
     printf("  cpu path: %s, cuda: %s (%s)\n", path, kern_cuda_available() ? "yes" : "no", kern_cuda_device_name());
 }
+
+/* kern_blas_core_better's decision: only OpenBLAS's SSE3 fallback on a CPU with AVX2 and FMA
+ * is replaced, by its AVX-512 kernels where the CPU has them */
+TEST(blas_core_pick) {
+    CHECK(kern_blas_core_pick("Haswell", 1, 0) == NULL);
+    CHECK(kern_blas_core_pick("SkylakeX", 1, 1) == NULL);
+    CHECK(kern_blas_core_pick("Prescott", 0, 0) == NULL);
+    CHECK(strcmp(kern_blas_core_pick("Prescott", 1, 0), "Haswell") == 0);
+    CHECK(strcmp(kern_blas_core_pick("Prescott", 1, 1), "SkylakeX") == 0);
+    CHECK(kern_blas_core_pick(NULL, 1, 1) == NULL);
+    printf("  OpenBLAS kernels: %s\n", kern_blas_core());
+}

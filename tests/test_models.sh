@@ -58,6 +58,13 @@ cmp -s "$models/minilm/model.safetensors" "$T/fetched/minilm/model.safetensors"
 check "fetch: same bytes as make models" [ $? = 0 ]
 "$mmrag" models frobnicate > /dev/null 2>&1; rc=$?
 check "unknown action is a usage error" [ $rc = 2 ]
+# OpenBLAS falls back to its SSE3 kernels on a CPU model it does not know (0.3.21 on this
+# project's 2024 Xeons); mmrag then runs itself again with the kernels the CPU supports
+check "list: the math kernels are named" grep -Eq '^math: .+ kernels, OpenBLAS [A-Za-z0-9]+ kernels$' "$T/list"
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  check "OpenBLAS runs AVX2 kernels or better on a CPU with AVX2" bash -c "! env -u OPENBLAS_CORETYPE '$mmrag' models --models '$models' | grep -q 'OpenBLAS Prescott'"
+fi
+check "an OPENBLAS_CORETYPE the user set is kept" bash -c "OPENBLAS_CORETYPE=Prescott '$mmrag' models --models '$models' | grep -q 'OpenBLAS Prescott kernels'"
 rm -rf "$T"
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

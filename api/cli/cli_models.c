@@ -173,10 +173,13 @@ static int models_list(const char *dir, int json) {
                                              clip ? "configured" : "none known (images use their text)"));
         json_t *gg = json_array();
         list_ggufs(dir, gg);
-        cli_json_print(json_pack("{s:o,s:o,s:o}", "dir", cli_json_str(dir), "models", arr, "ggufs", gg));
+        cli_json_print(json_pack("{s:o,s:o,s:o,s:{s:s,s:s}}", "dir", cli_json_str(dir), "models", arr,
+                                 "ggufs", gg, "math", "cpu_path", kern_cpu_path(), "blas_kernels",
+                                 kern_blas_core()));
     } else {
         printf("%-44s %s\n", "CLIP weights", clip ? clip : "none (images are embedded from their text)");
         list_ggufs(dir, NULL);
+        printf("\nmath: %s kernels, OpenBLAS %s kernels\n", kern_cpu_path(), kern_blas_core());
         if (missing) printf("\n%d missing or unreadable: run `mmrag models fetch` (or make models)\n", missing);
     }
     return missing ? CLI_FAIL : CLI_OK;

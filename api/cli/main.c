@@ -3,8 +3,10 @@
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "api/cli/cli.h"
 #include "api/core/isolate.h"
+#include "kernels/kernels.h"
 
 static const cli_command commands[] = {
     {"index", cli_index, "index PDF files and folders into the collection"},
@@ -41,7 +43,19 @@ static void set_malloc_policy(void) {
 #endif
 }
 
+/* OpenBLAS that fell back to its slowest x86-64 kernels on a CPU it does not know (see
+ * kern_blas_core_better) can be told better only before it loads: mmrag runs itself again
+ * with $OPENBLAS_CORETYPE set (once: the new process finds it set). Where exec fails, it
+ * goes on with the kernels it has. */
+static void pick_blas_core(char **argv) {
+    const char *better = getenv("OPENBLAS_CORETYPE") ? NULL : kern_blas_core_better();
+    if (!better || setenv("OPENBLAS_CORETYPE", better, 1) != 0) return;
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE");
+}
+
 int main(int argc, char **argv) {
+    pick_blas_core(argv);
     set_malloc_policy();
     int i = 1;
     /* global options before the command; --db is passed on through $MMRAG_DB */
