@@ -49,6 +49,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "vision", "train"))
+import blas_core  # noqa: F401,E402 (OpenBLAS's kernels, before numpy and torch load it)
 from figtypes import TYPE_PROMPTS as PROMPTS  # noqa: E402
 from harvest_real import iou  # noqa: E402
 

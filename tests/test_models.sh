@@ -64,6 +64,23 @@ check "list: the math kernels are named" grep -Eq '^math: .+ kernels, OpenBLAS [
 if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
   check "OpenBLAS runs AVX2 kernels or better on a CPU with AVX2" bash -c "! env -u OPENBLAS_CORETYPE '$mmrag' models --models '$models' | grep -q 'OpenBLAS Prescott'"
 fi
+# the training scripts' numpy and torch get the same kernels (vision/train/blas_core.py)
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null; then
+  check "training scripts: blas_core's rule is mmrag's" /usr/bin/python3 -c "
+import sys; sys.path.insert(0, 'vision/train'); import blas_core as b
+a, x = {'avx2', 'fma'}, {'avx512f', 'avx512bw', 'avx512dq', 'avx512vl'}
+assert (b.pick('Prescott', a), b.pick('Prescott', a | x), b.pick('Haswell', a), b.pick('Prescott', set())) == ('Haswell', 'SkylakeX', None, None)"
+  if ! /usr/bin/python3 -c "import ctypes; ctypes.CDLL('libblas.so.3').openblas_get_corename" 2>/dev/null; then
+    echo "skip training scripts' BLAS kernels: libblas.so.3 is not OpenBLAS"
+  elif grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+    check "training scripts: numpy's OpenBLAS runs AVX2 kernels or better" env -u OPENBLAS_CORETYPE /usr/bin/python3 -c "
+import sys, ctypes; sys.path.insert(0, 'vision/train'); import blas_core, numpy
+f = ctypes.CDLL('libblas.so.3').openblas_get_corename; f.restype = ctypes.c_char_p
+assert f() != b'Prescott', f()"
+  fi
+else
+  echo "skip training scripts' BLAS kernels: /usr/bin/python3 has no numpy"
+fi
 check "an OPENBLAS_CORETYPE the user set is kept" bash -c "OPENBLAS_CORETYPE=Prescott '$mmrag' models --models '$models' | grep -q 'OpenBLAS Prescott kernels'"
 rm -rf "$T"
 echo "$pass passed, $fail failed"

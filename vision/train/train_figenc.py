@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 
+import blas_core  # noqa: F401 (OpenBLAS's kernels: before numpy and torch load it)
 import numpy as np
 import torch
 import torch.nn.functional as F
