@@ -38,11 +38,15 @@ const char *kern_blas_core_pick(const char *chosen, int avx2_fma, int avx512) {
 }
 
 const char *kern_blas_core_better(void) {
+#if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                  __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
     return kern_blas_core_pick(kern_blas_core(), avx2, avx512);
+#else
+    return NULL; /* Prescott is an x86 name: elsewhere OpenBLAS's choice stands */
+#endif
 }
 
 static void blas_sgemm(int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
