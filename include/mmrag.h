@@ -153,6 +153,14 @@ void mmrag_close(mmrag *h);
 const char *mmrag_errmsg(mmrag *h);
 const char *mmrag_strerror(int status);          /* static text for a status */
 
+/* OpenBLAS picks its kernels by CPU model when it loads and falls back to its slowest ones
+ * (SSE3, "Prescott") on a model it does not know: sgemm ~2.4x slow. Only $OPENBLAS_CORETYPE
+ * set before it loads changes that, which a library cannot do for its host. This returns
+ * what to set it to (static text: "SkylakeX", "Haswell") when OpenBLAS fell back on a CPU with
+ * AVX2 and FMA, NULL otherwise; the mmrag CLI re-runs itself with it, the Python package asks
+ * it in a child process before it loads the library. */
+const char *mmrag_blas_kernels_better(void);
+
 /* Index a PDF file / a PDF held in memory (`name` is shown in messages and titles).
  * Unchanged content (same sha256) is a no-op that returns the existing id. A document is
  * written whole or not at all. doc_id may be NULL. */

@@ -34,5 +34,15 @@ check "example: mmrag's error message as an exception" bash -c 'grep -q "^delete
 check "example: delete left one document" bash -c 'grep -q "^documents left: 1" <<<"$1"' _ "$out"
 out=$(MMRAG_LIB=/nonexistent/libmmrag.so "$T/venv/bin/python" -c 'import mmrag; mmrag.Collection("x")' 2>&1)
 check "a missing library is an OSError naming it" bash -c 'grep -q "nonexistent/libmmrag.so" <<<"$1"' _ "$out"
+# OpenBLAS's kernels: on a CPU with AVX2 the package loads it with AVX2 kernels or better (the
+# library's mmrag_blas_kernels_better, asked in a child process), unless the user set some
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  blas='import ctypes, mmrag; mmrag._load(); f = ctypes.CDLL("libopenblas.so.0").openblas_get_corename
+f.restype = ctypes.c_char_p; print(f().decode())'
+  core=$(env -u OPENBLAS_CORETYPE MMRAG_PREFIX="$T/prefix" "$T/venv/bin/python" -c "$blas" 2>&1)
+  check "OpenBLAS kernels under the package: $core, not Prescott" test -n "$core" -a "$core" != Prescott
+  core=$(OPENBLAS_CORETYPE=Prescott MMRAG_PREFIX="$T/prefix" "$T/venv/bin/python" -c "$blas" 2>&1)
+  check "the user's OPENBLAS_CORETYPE is kept: $core" [ "$core" = Prescott ]
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

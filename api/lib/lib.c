@@ -17,6 +17,7 @@
 #include "api/core/answer.h"
 #include "engine/engine.h"
 #include "index/store.h"
+#include "kernels/kernels.h"
 #include "retrieval/retrieval.h"
 
 #include <errno.h>
@@ -48,6 +49,8 @@ void mmrag_options_default(mmrag_options *o) {
     memset(o, 0, sizeof *o);
     o->embed = 1;
 }
+
+const char *mmrag_blas_kernels_better(void) { return kern_blas_core_better(); }
 
 const char *mmrag_strerror(int st) {
     switch (st) {

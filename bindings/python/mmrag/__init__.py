@@ -16,6 +16,7 @@ import ctypes
 import ctypes.util
 import os
 import queue
+import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -168,11 +169,37 @@ _lib = None
 _lib_lock = threading.Lock()
 
 
+_ASK_BLAS = ("import ctypes, sys\n"
+             "f = ctypes.CDLL(sys.argv[1]).mmrag_blas_kernels_better\n"
+             "f.restype = ctypes.c_char_p\n"
+             "print((f() or b'').decode())\n")
+
+
+def _pick_blas_kernels(path: str) -> None:
+    """OpenBLAS's kernels (mmrag_blas_kernels_better in mmrag.h): asked of the library in a
+    child process, set before this process loads OpenBLAS; a value already set is kept, and
+    once numpy or another module has loaded OpenBLAS it is too late (nothing is changed)."""
+    if "OPENBLAS_CORETYPE" in os.environ:
+        return
+    try:
+        with open("/proc/self/maps") as f:
+            if "blas" in f.read():
+                return
+        better = subprocess.run([sys.executable, "-c", _ASK_BLAS, path], capture_output=True,
+                                text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return
+    if better:
+        os.environ["OPENBLAS_CORETYPE"] = better
+
+
 def _load() -> ctypes.CDLL:
     global _lib
     with _lib_lock:
         if _lib is None:
-            lib = ctypes.CDLL(library_path())
+            path = library_path()
+            _pick_blas_kernels(path)
+            lib = ctypes.CDLL(path)
             P, c = ctypes.POINTER, ctypes
             sigs = {
                 "mmrag_options_default": (None, [P(_Options)]),
