@@ -5,8 +5,9 @@
  * shared PRNG (tests/clip_gen.h) and written as safetensors under $MMRAG_TMP. No real CLIP
  * weights are available (see the closing note), so this measures speed only.
  * --figenc: mmrag's own figure encoder (vision/data/figenc) instead, on random 320x320
- * images read at its budget (config.json: 256 tokens, as a figure cropped at 144 dpi is); no
- * PyTorch column (its training code is the reference).
+ * images (bigger than its grid, as a figure cropped at 144 dpi is, so the resize counts) read
+ * at its budget (config.json's mmrag.max_tokens: 196); no PyTorch column (its training code
+ * is the reference).
  * Usage: bench_clip [--tiny | --figenc] [--images N] [--no-ref] */
 #include <math.h>
 #include <stdio.h>

@@ -896,9 +896,10 @@ static int parted(const ing_pagectx *pc, ingest_box r, ingest_box c) {
 typedef float (*pair_dist)(const ing_pagectx *pc, const ing_region *r, ingest_box cap);
 
 /* 1 when fragment f is a figure caption still alone that may take what lies above or under
- * it: a turned one (a sideways figure's) reads beside its figure. */
-static int lone_caption(const ing_pagectx *pc, const unsigned char *used, int f) {
-    return pc->frags[f].caption_kind == 1 && !used[f] && !pc->frags[f].turned;
+ * it, or beside it when beside: a turned one (a sideways figure's) reads beside its figure
+ * only. */
+static int lone_caption(const ing_pagectx *pc, const unsigned char *used, int f, int beside) {
+    return pc->frags[f].caption_kind == 1 && !used[f] && (beside || !pc->frags[f].turned);
 }
 
 /* Pairs each figure caption still alone with its nearest captionless region by dist, up to
@@ -906,7 +907,7 @@ static int lone_caption(const ing_pagectx *pc, const unsigned char *used, int f)
 static void pair_nearest(ing_pagectx *pc, unsigned char *used, pair_dist dist, float max, int side) {
     for (int f = 0; f < pc->n_frags && used; f++) {
         const ing_frag *cf = &pc->frags[f];
-        if (cf->caption_kind != 1 || used[f] || (cf->turned && !side)) continue;
+        if (!lone_caption(pc, used, f, side)) continue;
         int best = -1;
         float bd = max;
         for (int r = 0; r < pc->n_regions; r++) {
@@ -950,7 +951,7 @@ static int same_span(ingest_box r, ingest_box o) {
 static void pair_ruled(ing_pagectx *pc, unsigned char *used) {
     for (int f = 0; f < pc->n_frags && used; f++) {
         const ing_frag *cf = &pc->frags[f];
-        if (!lone_caption(pc, used, f)) continue;
+        if (!lone_caption(pc, used, f, 0)) continue;
         int bottom = -1;
         for (int r = 0; r < pc->n_regions; r++) {
             ingest_box b = pc->regions[r].b;
@@ -1276,7 +1277,7 @@ static void pair_block(ing_pagectx *pc, unsigned char *used, const unsigned char
     ink_page ip = {px, pw, ph, stride, scale, px ? malloc((size_t)pw + 16) : NULL, pc->paper};
     for (int f = 0; f < pc->n_frags && ip.row && used; f++) {
         const ing_frag *cf = &pc->frags[f];
-        if (!lone_caption(pc, used, f) || !label_caption(cf) || !starts_line(pc, f)) continue;
+        if (!lone_caption(pc, used, f, 0) || !label_caption(cf) || !starts_line(pc, f)) continue;
         ingest_box u;
         float cx0, cx1;
         column_at(pc, cf->b, &cx0, &cx1);

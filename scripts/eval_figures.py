@@ -224,13 +224,13 @@ def type_accuracy(figs, pdfs, models):
     import numpy as np
     from figenc_model import FigureViT, MiniLM
     from harvest_real import crop  # the 144-dpi page crop the training data uses
-    from train_figenc import to_grid, to_patches
+    from train_figenc import MAX_TOKENS, to_grid, to_patches
     f = os.environ.get("MMRAG_FIGENC") or os.path.join(ROOT, "vision", "data", "figenc", "model.safetensors")
     if f == "none":
         return
     cfg = json.load(open(os.path.join(os.path.dirname(f), "config.json")))
     m = FigureViT.from_file(f, cfg).eval()
-    budget = cfg.get("mmrag", {}).get("max_tokens", 196)  # as vision/clip.c reads it
+    budget = cfg.get("mmrag", {}).get("max_tokens", MAX_TOKENS)  # as vision/clip.c reads it
     text = MiniLM(os.path.join(models, "minilm"))
     kinds = sorted(PROMPTS)
     P = text.embed([PROMPTS[k] for k in kinds])

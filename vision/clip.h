@@ -137,8 +137,8 @@ int32_t clip_dim(const clip_model *m);          /* projection (embedding) size *
 int32_t clip_patch_size(const clip_model *m);
 int32_t clip_image_size(const clip_model *m);   /* training resolution, e.g. 224 */
 /* Default token budget: config.json's mmrag.max_tokens when it gives one (1 to
- * CLIP_MAX_BUDGET; mmrag's figure encoder reads figures at more tokens than it was trained
- * on), else the training grid (e.g. 49 for 224/32). */
+ * CLIP_MAX_BUDGET: a model may be read at another budget than it was trained at), else the
+ * training grid (e.g. 49 for 224/32). */
 int32_t clip_default_max_tokens(const clip_model *m);
 const clip_bpe *clip_tokenizer(const clip_model *m); /* NULL when no merges were found */
 
