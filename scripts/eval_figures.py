@@ -224,13 +224,18 @@ def type_accuracy(figs, pdfs, models):
     import numpy as np
     from figenc_model import FigureViT, MiniLM
     from harvest_real import crop  # the 144-dpi page crop the training data uses
-    from train_figenc import MAX_TOKENS, to_grid, to_patches
+    from train_figenc import to_grid, to_patches
     f = os.environ.get("MMRAG_FIGENC") or os.path.join(ROOT, "vision", "data", "figenc", "model.safetensors")
     if f == "none":
         return
     cfg = json.load(open(os.path.join(os.path.dirname(f), "config.json")))
     m = FigureViT.from_file(f, cfg).eval()
-    budget = cfg.get("mmrag", {}).get("max_tokens", MAX_TOKENS)  # as vision/clip.c reads it
+    # config.json's budget as vision/clip.c reads it: 1 to CLIP_MAX_BUDGET (4096), else the
+    # training grid's
+    vc = cfg["vision_config"]
+    budget = cfg.get("mmrag", {}).get("max_tokens")
+    if type(budget) is not int or not 0 < budget <= 4096:   # (a JSON true is no budget)
+        budget = (vc["image_size"] // vc["patch_size"]) ** 2
     text = MiniLM(os.path.join(models, "minilm"))
     kinds = sorted(PROMPTS)
     P = text.embed([PROMPTS[k] for k in kinds])
