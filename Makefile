@@ -103,7 +103,8 @@ models-extra:
 # llama.cpp's llama-bench, the baseline `make bench` compares the engine with (bench only)
 # mmrag's own figure encoder (vision/data/figenc, committed): retrain from scratch.
 # CPU by default (hours: FIGENC_S seconds of training); on a machine with CUDA torch,
-# FIGENC_ARGS="--device cuda --workers 15 --batch 512" (the committed file: 470 s on one H200).
+# FIGENC_ARGS="--device cuda --workers 15 --batch 512" (the committed file: 470 s on one H200);
+# on a lent device machine (offline, 64 MiB), scripts/figenc-gpu.sh packs and runs it.
 FIGENC_S ?= 14400
 FIGENC_ARGS ?=
 .PHONY: train-figure-encoder

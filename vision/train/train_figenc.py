@@ -4,7 +4,9 @@ locked MiniLM text tower (symmetric InfoNCE), on synthetic figures rendered whil
   /usr/bin/python3 vision/train/train_figenc.py --minilm models/minilm --out build/figenc \
       --seconds 3600            # CPU; on a GPU add --device cuda --workers 15
 
-Figures come from figdata.spec/render (seed 0 = training stream, seed 1 = held-out eval);
+Figures come from figdata.spec/render (seed 0 = training stream, seed 1 = held-out eval) and,
+with --doc-share, figdata_doc's figures in the style of printed manuals (which stage 1 of the
+committed encoder never saw: stages 2-3 added them on the CPU);
 worker processes render and patchify them (vision_patch_grid, 196-token budget, 16-px
 patches; bicubic resize) while the main process trains on a replay buffer of everything
 rendered so far. Writes OUT/model.safetensors (fp16, Hugging Face CLIP vision names, read by
@@ -28,7 +30,9 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import figdata  # noqa: E402
+import figdata_doc  # noqa: E402
 from figenc_model import CLIP_MEAN, CLIP_STD, FigureViT, MiniLM, patch_grid, patches_from_pixels, st_write  # noqa: E402
+from figtypes import TYPE_PROMPTS as DOC_PROMPTS  # noqa: E402
 
 MAX_TOKENS, PATCH = 196, 16
 
@@ -60,21 +64,33 @@ def to_grid(a, min_side=0, budget=MAX_TOKENS):
     return gh, gw, np.asarray(im, dtype=np.uint8).copy()
 
 
+def source(i, seed, doc_share):
+    """Which generator draws figure (i, seed): a fixed choice, so a run's stream is the
+    same whatever the number of workers."""
+    return "doc" if doc_share > 0 and random.Random(seed * 7_919 + i).random() < doc_share else "base"
+
+
 def sample(args):
-    """Worker: render figure (index, seed) and cut it to the patchifier's grid."""
-    i, seed = args
-    s = figdata.spec(i, seed)
+    """Worker: render figure (index, seed) and cut it to the patchifier's grid. The last
+    element of the descriptions is the kind: a figdata kind, or "doc:" + a figtypes type."""
+    i, seed, doc_share, print_share = args
+    if source(i, seed, doc_share) == "doc":
+        s = figdata_doc.spec(i, seed)
+        mod, kind = figdata_doc, "doc:" + s["type"]
+    else:
+        s = figdata.spec(i, seed, print_share=print_share)
+        mod, kind = figdata, s["kind"]
     try:
-        a = figdata.render(s)
+        a = mod.render(s)
     except Exception as e:  # a generator bug must not stop a run: count and go on
         return i, None, None, None, repr(e)
-    return (i,) + to_grid(a) + (s["desc"] + [s["kind"]],)
+    return (i,) + to_grid(a) + (s["desc"] + [kind],)
 
 
-def stream(seed, start=0):
+def stream(seed, doc_share, print_share, start=0):
     i = start
     while True:
-        yield (i, seed)
+        yield (i, seed, doc_share, print_share)
         i += 1
 
 
@@ -158,13 +174,27 @@ def evaluate(model, text, evalset, dev):
     own = torch.tensor(owner, device=dev)[:, None]
     r1 = (rank[:, :1] == own).any(1).float().mean().item()
     r5 = (rank[:, :5] == own).any(1).float().mean().item()
-    names = list(TYPE_PROMPTS)
-    P = text.embed([TYPE_PROMPTS[k] for k in names])
-    pred = (I @ P.t()).argmax(1).tolist()
-    acc = float(np.mean([names[p] == k for p, k in zip(pred, kinds)]))
+    m = {"eval_figures": len(evalset), "queries": len(qs), "r_at_1": r1, "r_at_5": r5}
+    charts = [j for j, k in enumerate(kinds) if not k.startswith("doc:")]
+    docs = [j for j, k in enumerate(kinds) if k.startswith("doc:")]
+    # charts over figdata's kinds as stage 1 always measured; manual-style figures over the
+    # 11 types of the real evaluation (figtypes)
+    m["type_accuracy"] = type_acc(text, I, [kinds[j] for j in charts], charts, TYPE_PROMPTS)
+    if docs:
+        m["doc_figures"] = len(docs)
+        m["doc_type_accuracy"] = type_acc(text, I, [kinds[j][4:] for j in docs], docs, DOC_PROMPTS)
     model.train()
-    return {"eval_figures": len(evalset), "queries": len(qs), "r_at_1": r1, "r_at_5": r5,
-            "type_accuracy": acc}
+    return m
+
+
+def type_acc(text, I, kinds, rows, prompts):
+    """Zero-shot type accuracy of image vectors I[rows] (true kinds `kinds`), one prompt each."""
+    if not rows:
+        return None
+    names = list(prompts)
+    P = text.embed([prompts[k] for k in names])
+    pred = (I[rows] @ P.t()).argmax(1).tolist()
+    return float(np.mean([names[p] == k for p, k in zip(pred, kinds)]))
 
 
 def open_log(out):
@@ -205,6 +235,10 @@ def main():
     ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--doc-share", type=float, default=0.0,
+                    help="share of figures drawn by figdata_doc (manual style); the committed stage 1: 0")
+    ap.add_argument("--print-share", type=float, default=0.0,
+                    help="share of figdata's printable kinds in the print style; the committed stage 1: 0")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     say = open_log(a.out)
@@ -225,16 +259,18 @@ def main():
     say(f"figenc: {sum(p.numel() for p in model.parameters())} parameters, device {dev}, "
         f"{a.workers} render workers, {a.seconds:.0f} s budget")
     evalset = [(gh, gw, pix, ds) for _, gh, gw, pix, ds in
-               pool.imap(sample, [(i, 1) for i in range(a.eval_n)], chunksize=8) if gh]
+               pool.imap(sample, [(i, 1, a.doc_share, a.print_share) for i in range(a.eval_n)],
+                         chunksize=8) if gh]
     say(f"eval set: {len(evalset)} figures rendered in {time.time() - t0:.0f} s")
     q = queue.Queue(maxsize=4096)  # a thread moves rendered figures off the pool's pipe
 
     def reader():
-        for r in pool.imap_unordered(sample, stream(0), chunksize=4):
+        for r in pool.imap_unordered(sample, stream(0, a.doc_share, a.print_share), chunksize=4):
             q.put(r)
     threading.Thread(target=reader, daemon=True).start()
     buf = Buffer(dev)
     failures, steps, seen = 0, 0, 0
+    first_error = []
     start = time.time()
     pending = []
 
@@ -249,6 +285,7 @@ def main():
             got += 1
             if r[1] is None:
                 failures += 1
+                first_error.append(r[4])
                 continue
             pending.append(r)
         if pending:
@@ -263,7 +300,10 @@ def main():
 
     while buf.size() < a.min_buffer:
         drain(256)
-    say(f"buffer warm: {buf.size()} figures after {time.time() - t0:.0f} s")
+    say(f"buffer warm: {buf.size()} figures after {time.time() - t0:.0f} s, {failures} failed to render")
+    if failures > 0.05 * buf.size():  # a generator broken by another matplotlib: stop before the
+        pool.terminate()              # budget (a lent GPU's minutes) goes on half the data
+        raise SystemExit(f"train_figenc: {failures} renders failed, first: {first_error[0]}")
     train_t0 = time.time()
     budget = a.seconds - (train_t0 - t0) - 30  # leave time for eval and export
     use_amp = dev.type == "cuda"
@@ -298,7 +338,8 @@ def main():
     m.update({"steps": steps, "samples_seen": seen, "unique_figures": buf.size(),
               "render_failures": failures, "seconds": round(time.time() - t0),
               "device": str(dev), "batch": a.batch, "lr": a.lr, "seed": a.seed,
-              "width": a.width, "layers": a.layers})
+              "width": a.width, "layers": a.layers, "doc_share": a.doc_share,
+              "print_share": a.print_share})
     say("eval:", json.dumps(m))
     export(a.out, model, scale_log.exp().item(), m, "train_figenc.py", say)
 
