@@ -182,6 +182,31 @@ for mode in auto extractive generative; do
   else bad "unanswerable ($mode, exit $rc): $(head -c 300 "$tmp/abs.json") $(cat "$tmp/perr.txt" | tail -1)"; fi
 done
 
+# 6b. a FAQ (tool_gencorpus faq): a heading that poses the question is quoted with the
+#     paragraph under it (a chunk of its own), its box spanning both, and the later "See
+#     Section 1.1 [...], page 1" pointer back at it ranks below it
+if "$build/tests/tool_gencorpus" faq "$tmp/faq" >/dev/null 2>&1 &&
+   "$m" index --db "$tmp/faqdb" "$tmp/faq" >/dev/null 2>&1; then
+  for fq in "Why does the unit stop after a few minutes?" "Why does my dehumidifier stop running after a few minutes?"; do
+    "$m" ask --db "$tmp/faqdb" "$fq" --mode extractive --json --model /nonexistent >"$tmp/faq.json" 2>"$tmp/err.txt"
+    rc=$?
+    if [ "$rc" -eq 0 ] && python3 - "$tmp/faq.json" "$fq" <<'EOF4'
+import json, sys
+j, q = json.load(open(sys.argv[1])), sys.argv[2]
+assert not j["abstained"] and "coil temperature" in j["answer"], j["answer"]
+c = next(c for c in j["citations"] if "coil temperature" in c["text"])
+assert c["text"].startswith("1.1 Why does the unit stop") and c["page"] == 1, c
+assert c["box"][1] < 0.2 < 0.25 < c["box"][3], c["box"]     # the heading's line to the body's
+if q.startswith("Why does the unit"):                          # the heading's own words
+    assert j["citations"][0] is c, [x["text"][:40] for x in j["citations"]]
+EOF4
+    then ok "FAQ: \"$fq\" quotes the heading with the answer under it"
+    else bad "FAQ \"$fq\" (exit $rc): $(head -c 400 "$tmp/faq.json") $(head -c 200 "$tmp/err.txt")"; fi
+  done
+else
+  bad "generate and index the FAQ"
+fi
+
 # 7. the real gemma-3-270m (a base model without chat template: plain completion prompt)
 #    answers over the same collection, citations and all (make models-extra; skipped without)
 gemma=$models/gemma3/gemma-3-270m-q4_k_m.gguf

@@ -3,6 +3,8 @@
  *   tool_gencorpus corpus DIR   corpus.pdf + truth.json (boxes, captions, facts, OCR text)
  *   tool_gencorpus samples DIR  realistic sample PDFs for `make demo`
  *   tool_gencorpus bad DIR      not-a-pdf, truncated, encrypted, zero-pages, big-2000
+ *   tool_gencorpus faq DIR      a FAQ: question headings answered in the paragraph below,
+ *                               and a later page that points back at one of them
  * Everything is drawn with cairo's PDF surface: text as real text, photos as embedded
  * image XObjects, charts and tables as paths. Boxes in truth.json are normalized to the
  * page, [x0,y0,x1,y1], origin top-left, and are the exact extents of what was drawn. */
@@ -810,9 +812,38 @@ static int write_bad(const char *dir) {
     return rc;
 }
 
+/* Texinfo FAQs (the R FAQ) title each section with the question and answer it below; a
+ * later section points back with "See Section 1.1 [...], page 1". */
+static int sample_faq(const char *dir) {
+    gen g;
+    cairo_surface_t *s = doc_begin(dir, "aquadry-faq.pdf", "AquaDry D20 dehumidifier FAQ", &g);
+    cairo_t *cr = g.cr;
+    font(cr, SANS_FONT, 1, 17);
+    text_at(cr, 72, 80, "AquaDry D20 Dehumidifier FAQ", NULL);
+    double y = heading(&g, 72, 100, "1 Operation");
+    y = heading(&g, 72, y + 4, "1.1 Why does the unit stop after a few minutes?");
+    y = paragraph(cr, 72, y, 468, 10.5,
+                  "The compressor pauses whenever the coil temperature drops below 2 degrees, "
+                  "so that no ice can build up on the fins. It restarts by itself after a "
+                  "defrost cycle of eight minutes. Nothing needs to be done.");
+    y = heading(&g, 72, y + 12, "1.2 How often must the filter be changed?");
+    y = paragraph(cr, 72, y, 468, 10.5,
+                  "Replace the carbon filter every 400 operating hours, or sooner in dusty "
+                  "rooms. The filter lamp blinks when the hours are up.");
+    page_end(&g);
+    y = heading(&g, 72, 60, "2 Troubleshooting");
+    paragraph(cr, 72, y, 468, 10.5,
+              "A unit that stops after a few minutes of running is not faulty. See Section 1.1 "
+              "[Why does the unit stop after a few minutes?], page 1, for more details. A unit "
+              "that does not start at all usually has its water tank out of place.");
+    page_end(&g);
+    return doc_end(s, &g, "aquadry-faq.pdf");
+}
+
 int main(int argc, char **argv) {
-    if (argc != 3 || (strcmp(argv[1], "corpus") && strcmp(argv[1], "samples") && strcmp(argv[1], "bad"))) {
-        fprintf(stderr, "usage: tool_gencorpus corpus|samples|bad DIR\n");
+    if (argc != 3 || (strcmp(argv[1], "corpus") && strcmp(argv[1], "samples") && strcmp(argv[1], "bad") &&
+                      strcmp(argv[1], "faq"))) {
+        fprintf(stderr, "usage: tool_gencorpus corpus|samples|bad|faq DIR\n");
         return 2;
     }
     const char *dir = argv[2];
@@ -823,5 +854,6 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[1], "corpus")) return write_corpus(dir);
     if (!strcmp(argv[1], "samples"))
         return sample_report(dir) | sample_manual(dir) | sample_paper(dir);
+    if (!strcmp(argv[1], "faq")) return sample_faq(dir);
     return write_bad(dir);
 }

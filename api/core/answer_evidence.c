@@ -11,9 +11,12 @@
  * 3. score = 0.7 * cosine(question, sentence) + 0.2 * share of the question's content
  *    words in the sentence + 0.1 * the same over the sentence and its neighbours (a
  *    definition often names the term one sentence earlier), - 0.1 for a heading-like
- *    sentence of under 4 words, + 0.05 when it holds the kind of token the question asks
- *    for (a number, a path, an identifier). Without a text encoder the cosine term is 0
- *    and the lexical terms decide (0.7 / 0.3). Weights set on the development questions. */
+ *    sentence of under 4 words or a cross-reference ("See Section 7.31 [...], page 37"),
+ *    + 0.05 when it holds the kind of token the question asks for (a number, a path, an
+ *    identifier). Without a text encoder the cosine term is 0 and the lexical terms decide
+ *    (0.7 / 0.3). Weights set on the development questions.
+ * 4. A sentence's next (quoted along with it) is the following sentence of its chunk; for
+ *    a heading, the first sentences of the paragraph under it (heading_body). */
 #include "api/core/answer_internal.h"
 #include "vision/textenc.h"
 
@@ -111,6 +114,48 @@ static int32_t join_examples(const char *t, ground_span *s, int32_t n) {
     return o;
 }
 
+/* Newlines -> spaces: a quote is one line. */
+static void one_line(char *t) {
+    for (; *t; t++)
+        if (*t == '\n') *t = ' ';
+}
+
+/* A heading's answer is the text under it: FAQs and manuals title a section with the
+ * question ("7.31 Why doesn't R think these numbers are equal?") and answer it in the
+ * paragraph below, a chunk of its own. The chunk after heading hit h, when it is text of
+ * the same section path on the same page (a quote cites one page), gives its first
+ * sentences up to EV_NEXT_WORDS words as the heading's next, with their lines' box.
+ * Returns 0, or -1 out of memory (no next is not an error). */
+static int heading_body(store *st, const retr_hit *h, answer_evidence *e) {
+    store_chunk_row hd = {0}, b = {0};
+    int rc = 0;
+    ground_span s[EV_MAX_PER_HIT];
+    int32_t ns = 0, take = 0, words = 0;
+    if (store_chunk_get(st, h->chunk_id, &hd) == STORE_OK &&
+        store_chunk_get(st, h->chunk_id + 1, &b) == STORE_OK && b.doc == h->doc &&
+        b.page == h->page && b.kind == STORE_KIND_TEXT && b.text && hd.section &&
+        *hd.section && b.section && !strcmp(hd.section, b.section))   /* its own section */
+        ns = ground_split(b.text, s, EV_MAX_PER_HIT);
+    while (take < ns && words + n_words(b.text, s[take]) <= EV_NEXT_WORDS)
+        words += n_words(b.text, s[take++]);
+    if (take > 0) {
+        uint32_t len = s[take - 1].off + s[take - 1].len - s[0].off;
+        if (!(e->next = strndup(b.text + s[0].off, len))) rc = -1;
+        else {
+            one_line(e->next);
+            store_line *lines = NULL;
+            int32_t nl = 0;
+            e->next_box = b.box;
+            if (store_chunk_lines(st, b.id, &lines, &nl) == STORE_OK && nl > 0)
+                span_box(lines, nl, s[0].off, len, &e->next_box);
+            free(lines);
+        }
+    }
+    store_chunk_row_clear(&hd);
+    store_chunk_row_clear(&b);
+    return rc;
+}
+
 static int add_hit(store *st, const retr_hit *h, int32_t hi, const char *qw, int32_t nq,
                    ev_list *l, float *lex) {
     if (!h->chunk_id || !h->text || !*h->text) return 0;
@@ -126,15 +171,18 @@ static int add_hit(store *st, const retr_hit *h, int32_t hi, const char *qw, int
         answer_evidence e = {.hit = hi, .box = h->box};
         e.box_is_line = nl > 0 && span_box(lines, nl, s[j].off, s[j].len, &e.box);
         if (!(e.text = strndup(t, s[j].len))) { rc = -1; break; }
-        for (char *c = e.text; *c; c++)   /* one line per sentence: joined examples too */
-            if (*c == '\n') *c = ' ';
+        one_line(e.text);   /* one line per sentence: joined examples too */
         if (j + 1 < ns && n_words(h->text, s[j + 1]) <= EV_NEXT_WORDS) {
             e.next = strndup(h->text + s[j + 1].off, s[j + 1].len);
             if (!e.next) { free(e.text); rc = -1; break; }
-            for (char *c = e.next; *c; c++)
-                if (*c == '\n') *c = ' ';
+            one_line(e.next);
             e.next_box = h->box;
             if (e.box_is_line) span_box(lines, nl, s[j + 1].off, s[j + 1].len, &e.next_box);
+        } else if (j + 1 == ns && h->kind == STORE_KIND_HEADING &&
+                   heading_body(st, h, &e)) {
+            free(e.text);
+            rc = -1;
+            break;
         }
         float self, ctx;
         lexical(qw, nq, h->text, s, ns, j, &self, &ctx);
@@ -185,6 +233,14 @@ static int held_types(const char *text) {
     free(w);
     free(ex);
     return t;
+}
+
+/* A pointer to another place ("See Section 7.31 [Why ...], page 37, for more details.",
+ * "See set style circle (p. 147).") repeats the words of what it points to, so it matches
+ * the question as well as the answer does, yet answers nothing itself. */
+static int cross_reference(const char *t) {
+    if (strncasecmp(t, "see ", 4)) return 0;
+    return strstr(t, "page") || strstr(t, "(p.") || strstr(t, "Section") || strstr(t, "Chapter");
 }
 
 static int by_score(const void *a, const void *b) {
@@ -240,7 +296,8 @@ int answer_evidence_collect(retriever *r, void *te, const char *question, answer
         l.ev[i].score = te ? 0.7f * cos[i] + 0.2f * lex[2 * i] + 0.1f * lex[2 * i + 1]
                            : 0.7f * lex[2 * i] + 0.3f * lex[2 * i + 1];
         ground_span all = {0, (uint32_t)strlen(l.ev[i].text)};
-        if (n_words(l.ev[i].text, all) < EV_SHORT_WORDS) l.ev[i].score -= 0.1f;
+        if (n_words(l.ev[i].text, all) < EV_SHORT_WORDS || cross_reference(l.ev[i].text))
+            l.ev[i].score -= 0.1f;
         if (want && (held_types(l.ev[i].text) & want)) l.ev[i].score += EV_TYPE_BONUS;
     }
     free(cos);
