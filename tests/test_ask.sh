@@ -183,8 +183,9 @@ for mode in auto extractive generative; do
 done
 
 # 6b. a FAQ (tool_gencorpus faq): a heading that poses the question is quoted with the
-#     paragraph under it (a chunk of its own), its box spanning both, and the later "See
-#     Section 1.1 [...], page 1" pointer back at it ranks below it
+#     paragraph under it (a chunk of its own), its box spanning both, the later "See
+#     Section 1.1 [...], page 1" pointer back at it ranks below it, and a sentence that
+#     refers back is quoted with its antecedent
 if "$build/tests/tool_gencorpus" faq "$tmp/faq" >/dev/null 2>&1 &&
    "$m" index --db "$tmp/faqdb" "$tmp/faq" >/dev/null 2>&1; then
   for fq in "Why does the unit stop after a few minutes?" "Why does my dehumidifier stop running after a few minutes?"; do
@@ -203,6 +204,18 @@ EOF4
     then ok "FAQ: \"$fq\" quotes the heading with the answer under it"
     else bad "FAQ \"$fq\" (exit $rc): $(head -c 400 "$tmp/faq.json") $(head -c 200 "$tmp/err.txt")"; fi
   done
+  # a sentence that refers back ("Fit this nozzle ...") is quoted with the one it refers to
+  "$m" ask --db "$tmp/faqdb" "How do I drain the water continuously into a floor drain?" --mode extractive \
+    --json --model /nonexistent >"$tmp/faq.json" 2>"$tmp/err.txt"
+  rc=$?
+  if [ "$rc" -eq 0 ] && python3 - "$tmp/faq.json" <<'EOF5'
+import json, sys
+c = json.load(open(sys.argv[1]))["citations"][0]
+assert c["text"].startswith("The outlet nozzle sits behind") and "12 mm garden hose" in c["text"], c
+assert c["page"] == 2, c
+EOF5
+  then ok "a sentence that refers back is quoted with the sentence before it"
+  else bad "refers back (exit $rc): $(head -c 400 "$tmp/faq.json") $(head -c 200 "$tmp/err.txt")"; fi
 else
   bad "generate and index the FAQ"
 fi

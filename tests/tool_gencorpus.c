@@ -4,7 +4,8 @@
  *   tool_gencorpus samples DIR  realistic sample PDFs for `make demo`
  *   tool_gencorpus bad DIR      not-a-pdf, truncated, encrypted, zero-pages, big-2000
  *   tool_gencorpus faq DIR      a FAQ: question headings answered in the paragraph below,
- *                               and a later page that points back at one of them
+ *                               a later page that points back at one of them, and a
+ *                               sentence that refers back to the one before it
  * Everything is drawn with cairo's PDF surface: text as real text, photos as embedded
  * image XObjects, charts and tables as paths. Boxes in truth.json are normalized to the
  * page, [x0,y0,x1,y1], origin top-left, and are the exact extents of what was drawn. */
@@ -835,7 +836,9 @@ static int sample_faq(const char *dir) {
     paragraph(cr, 72, y, 468, 10.5,
               "A unit that stops after a few minutes of running is not faulty. See Section 1.1 "
               "[Why does the unit stop after a few minutes?], page 1, for more details. A unit "
-              "that does not start at all usually has its water tank out of place.");
+              "that does not start at all usually has its water tank out of place. The outlet "
+              "nozzle sits behind the lower rear grille. Fit this nozzle with a 12 mm garden "
+              "hose for continuous drainage into a floor drain.");
     page_end(&g);
     return doc_end(s, &g, "aquadry-faq.pdf");
 }

@@ -87,7 +87,11 @@ void answer_result_free(answer_result *a) {
     if (!a) return;
     free(a->text);
     retr_result_free(&a->hits);
-    for (int32_t i = 0; i < a->n_ev; i++) { free(a->ev[i].text); free(a->ev[i].next); }
+    for (int32_t i = 0; i < a->n_ev; i++) {
+        free(a->ev[i].text);
+        free(a->ev[i].next);
+        free(a->ev[i].prev);
+    }
     free(a->ev);
     free(a->cites);
     for (int32_t i = 0; i < a->n_sents; i++) free(a->sents[i].text);
@@ -147,24 +151,32 @@ void answer_emit_cited(answer_reader *w, const char *s, const int32_t *nums, int
     free(buf);
 }
 
+static void box_union(store_box *b, const store_box *o) {
+    if (o->x0 < b->x0) b->x0 = o->x0;
+    if (o->y0 < b->y0) b->y0 = o->y0;
+    if (o->x1 > b->x1) b->x1 = o->x1;
+    if (o->y1 > b->y1) b->y1 = o->y1;
+}
+
 /* A quoted sentence becomes itself and the sentence after it: manuals state a thing and
  * give its value or command in the next sentence ("The doubleclick resolution is given in
- * milliseconds." / "The default is 300 ms."). The quote stays verbatim and contiguous; its
- * citation covers both boxes. */
-static void quote_with_next(answer_evidence *e) {
-    if (!e->next) return;
-    size_t a = strlen(e->text), b = strlen(e->next);
-    char *t = realloc(e->text, a + b + 2);
+ * milliseconds." / "The default is 300 ms."); and the sentence before it when it refers
+ * back to it ("The IP address 127.0.1.1 ..." / "The Debian Installer creates this entry
+ * ..."). The quote stays verbatim and contiguous; its citation covers all the boxes. */
+static void quote_with_context(answer_evidence *e) {
+    const char *p = e->prev ? e->prev : "", *n = e->next ? e->next : "";
+    size_t a = strlen(p), b = strlen(e->text), c = strlen(n);
+    if (!a && !c) return;
+    char *t = malloc(a + b + c + 3);
     if (!t) return;
-    t[a] = ' ';
-    memcpy(t + a + 1, e->next, b + 1);
+    sprintf(t, "%s%s%s%s%s", p, a ? " " : "", e->text, c ? " " : "", n);
+    free(e->text);
     e->text = t;
+    if (e->prev) box_union(&e->box, &e->prev_box);
+    if (e->next) box_union(&e->box, &e->next_box);
+    free(e->prev);
     free(e->next);
-    e->next = NULL;
-    if (e->next_box.x0 < e->box.x0) e->box.x0 = e->next_box.x0;
-    if (e->next_box.y0 < e->box.y0) e->box.y0 = e->next_box.y0;
-    if (e->next_box.x1 > e->box.x1) e->box.x1 = e->next_box.x1;
-    if (e->next_box.y1 > e->box.y1) e->box.y1 = e->next_box.y1;
+    e->prev = e->next = NULL;
 }
 
 /* The best sentences verbatim, each with its citation. */
@@ -172,7 +184,7 @@ static void emit_quotes(answer_reader *w, int32_t max) {
     answer_result *a = w->a;
     for (int32_t i = 0; i < a->n_ev && i < max; i++) {
         if (i > 0 && a->ev[i].score < a->ev[0].score - QUOTES_WINDOW) break;
-        if (max > 1) quote_with_next(&a->ev[i]);
+        if (max > 1) quote_with_context(&a->ev[i]);
         char *q = malloc(strlen(a->ev[i].text) + 8);
         if (!q) { w->failed = 1; return; }
         sprintf(q, "\u201c%s\u201d", a->ev[i].text);

@@ -119,6 +119,9 @@ typedef struct answer_evidence {   /* one evidence sentence */
     char *next;                /* the sentence after it in its chunk (NULL: none, or too
                                   long), which an extractive answer quotes along */
     store_box next_box;
+    char *prev;                /* the sentence before it, when it refers back ("this
+                                  entry"), quoted along too; NULL: none */
+    store_box prev_box;
 } answer_evidence;
 
 typedef struct answer_sentence {   /* one sentence the model wrote */

@@ -156,6 +156,22 @@ static int heading_body(store *st, const retr_hit *h, answer_evidence *e) {
     return rc;
 }
 
+/* Does a sentence refer back to the one before it? It opens with a pronoun or a
+ * demonstrative ("This is ...", "It ...") or names "this"/"these" thing within its first
+ * words ("The Debian Installer creates this entry ..."). */
+static int refers_back(const char *t, size_t len) {
+    static const char *const first[] = {"This ", "These ", "That ", "Those ", "It ", "They ", "Such "};
+    for (size_t k = 0; k < sizeof first / sizeof first[0]; k++)
+        if (!strncmp(t, first[k], strlen(first[k]))) return 1;
+    int words = 0;
+    for (size_t i = 0; i + 6 < len && words < 6; i++) {
+        if (t[i] != ' ') continue;
+        words++;
+        if (!strncmp(t + i, " this ", 6) || !strncmp(t + i, " these ", 7)) return 1;
+    }
+    return 0;
+}
+
 static int add_hit(store *st, const retr_hit *h, int32_t hi, const char *qw, int32_t nq,
                    ev_list *l, float *lex) {
     if (!h->chunk_id || !h->text || !*h->text) return 0;
@@ -184,11 +200,19 @@ static int add_hit(store *st, const retr_hit *h, int32_t hi, const char *qw, int
             rc = -1;
             break;
         }
+        if (j > 0 && refers_back(t, s[j].len) && n_words(h->text, s[j - 1]) <= EV_NEXT_WORDS) {
+            if (!(e.prev = strndup(h->text + s[j - 1].off, s[j - 1].len))) {
+                free(e.text); free(e.next); rc = -1; break;
+            }
+            one_line(e.prev);
+            e.prev_box = h->box;
+            if (e.box_is_line) span_box(lines, nl, s[j - 1].off, s[j - 1].len, &e.prev_box);
+        }
         float self, ctx;
         lexical(qw, nq, h->text, s, ns, j, &self, &ctx);
         lex[2 * l->n] = self;
         lex[2 * l->n + 1] = ctx;
-        if (ev_push(l, e)) { free(e.text); free(e.next); rc = -1; }
+        if (ev_push(l, e)) { free(e.text); free(e.next); free(e.prev); rc = -1; }
     }
     free(lines);
     return rc;
@@ -307,7 +331,11 @@ int answer_evidence_collect(retriever *r, void *te, const char *question, answer
     l.ev = NULL;
     rc = 0;
 out:
-    for (int32_t i = 0; l.ev && i < l.n; i++) { free(l.ev[i].text); free(l.ev[i].next); }
+    for (int32_t i = 0; l.ev && i < l.n; i++) {
+        free(l.ev[i].text);
+        free(l.ev[i].next);
+        free(l.ev[i].prev);
+    }
     free(l.ev);
     free(lex);
     free(qw);
