@@ -11,7 +11,8 @@
 #
 # Stage 1 as committed drew charts only (doc share 0, print share 0: MODEL_CARD.md); this run
 # mixes in the manual-style figures that stages 2-3 could add only on the CPU, and a share of
-# charts in the print style. FIGENC_GPU_ARGS overrides the mix.
+# charts in the print style. FIGENC_GPU_ARGS overrides the mix (later arguments win, so a
+# smoke test here: PYTHON=/usr/bin/python3 FIGENC_GPU_ARGS="... --device cpu --workers 2").
 set -eu
 cd "$(dirname "$0")/.."
 DIR=.figenc-gpu
@@ -41,7 +42,7 @@ train)
 	secs=${3:-470}
 	[ -f $DIR/minilm/model.safetensors ] || { echo "figenc-gpu.sh: no $DIR/minilm (run pack here, carry $DIR)" >&2; exit 1; }
 	nvidia-smi -L || true
-	PYTHONUNBUFFERED=1 python3 vision/train/train_figenc.py --minilm $DIR/minilm --out "$out"/figenc \
+	PYTHONUNBUFFERED=1 ${PYTHON:-python3} vision/train/train_figenc.py --minilm $DIR/minilm --out "$out"/figenc \
 		--device cuda --workers 15 --batch 512 --seconds "$secs" \
 		${FIGENC_GPU_ARGS:---doc-share 0.4 --print-share 0.2}
 	;;
