@@ -119,3 +119,16 @@ TEST(check_rules) {
     CHECK(!ground_check_sentence("The logscale command never makes axes logarithmic quickly.", ev, 3, &c));
     CHECK(c.coverage < 1.0f && !c.strict);
 }
+
+TEST(keeps_values) {
+    const char *ev = "The board approved a dividend of 0.35 euros per share, payable in November.";
+    const char *evasive[] = {"The board also approved a dividend for the third quarter, which was paid in November."};
+    const char *full[] = {"It was paid in November.", "The dividend is 0.35 euros per share."};
+    CHECK(ground_keeps_values(ev, evasive, 1) == 0);     /* "November" is a name, not a value */
+    CHECK(ground_keeps_values(ev, full, 2) == 1);
+    CHECK(ground_keeps_values(ev, NULL, 0) == 0);
+    const char *any[] = {"Anything at all."};
+    CHECK(ground_keeps_values("The sky over Hollum is blue.", any, 1) == 1);   /* no value to keep */
+    const char *path[] = {"Edit the file /etc/fstab as root."};
+    CHECK(ground_keeps_values("Mount points are listed in /etc/fstab.", path, 1) == 1);
+}

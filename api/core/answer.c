@@ -259,6 +259,20 @@ static int status_err(answer_reader *w, int rc, char *err, size_t errlen) {
     return rc;
 }
 
+/* Do the model's shown sentences leave out every value of the best evidence? "The board
+ * also approved a dividend ... paid in November" passes the check against "The board
+ * approved a dividend of 0.35 euros per share, payable in November." and cites it, yet the
+ * 0.35 the question asks for is gone. */
+static int drops_values(const answer_result *a) {
+    const char **shown = malloc((size_t)(a->n_sents > 0 ? a->n_sents : 1) * sizeof *shown);
+    int32_t n = 0;
+    for (int32_t i = 0; shown && i < a->n_sents; i++)
+        if (a->sents[i].shown && a->sents[i].check.supported) shown[n++] = a->sents[i].text;
+    int drops = shown && a->n_ev && ground_keeps_values(a->ev[0].text, shown, n) == 0;
+    free(shown);
+    return drops;
+}
+
 static int respond(answer_reader *w, retriever *r, void *te, answer_llm *llm, char *err, size_t errlen) {
     answer_result *a = w->a;
     const answer_request *rq = w->rq;
@@ -295,8 +309,9 @@ static int respond(answer_reader *w, retriever *r, void *te, answer_llm *llm, ch
         shown = 1;
         for (int32_t k = 0; k < s->check.n_cite; k++) top_cited |= s->check.cite[k] == 0;
     }
-    if (shown && !top_cited && rq->mode == ANSWER_AUTO) {
-        /* the model's supported sentences skip the best evidence: quote it beside them */
+    if (shown && (!top_cited || drops_values(a)) && rq->mode == ANSWER_AUTO) {
+        /* the model's supported sentences skip the best evidence, or cite it without its
+         * value: quote it beside them */
         answer_emit(w, "\n");
         emit_quotes(w, 1);
     }

@@ -13,8 +13,10 @@
  *    definition often names the term one sentence earlier), - 0.1 for a heading-like
  *    sentence of under 4 words or a cross-reference ("See Section 7.31 [...], page 37"),
  *    + 0.05 when it holds the kind of token the question asks for (a number, a path, an
- *    identifier). Without a text encoder the cosine term is 0 and the lexical terms decide
- *    (0.7 / 0.3). Weights set on the development questions.
+ *    identifier), - 0.01 per place of its chunk in the retrieval ranking (fusion weighs
+ *    BM25, the chunk's vectors and its section, which one sentence's cosine cannot).
+ *    Without a text encoder the cosine term is 0 and the lexical terms decide (0.7 / 0.3).
+ *    Weights set on the development questions (and the rank step on the Debian answer set).
  * 4. A sentence's next (quoted along with it) is the following sentence of its chunk; for
  *    a heading, the first sentences of the paragraph under it (heading_body). */
 #include "api/core/answer_internal.h"
@@ -30,6 +32,7 @@
 #define EV_SHORT_WORDS 4    /* headings and labels: informative only with more words */
 #define EV_NEXT_WORDS 40    /* a following sentence longer than this is not quoted along */
 #define EV_TYPE_BONUS 0.05f /* the sentence holds the kind of token the question asks for */
+#define EV_RANK_STEP 0.01f  /* per place of its chunk in the retrieval ranking */
 
 typedef struct {
     answer_evidence *ev;
@@ -323,6 +326,7 @@ int answer_evidence_collect(retriever *r, void *te, const char *question, answer
         if (n_words(l.ev[i].text, all) < EV_SHORT_WORDS || cross_reference(l.ev[i].text))
             l.ev[i].score -= 0.1f;
         if (want && (held_types(l.ev[i].text) & want)) l.ev[i].score += EV_TYPE_BONUS;
+        l.ev[i].score -= EV_RANK_STEP * (float)l.ev[i].hit;
     }
     free(cos);
     if (l.n) qsort(l.ev, (size_t)l.n, sizeof *l.ev, by_score);   /* l.ev is NULL when empty */

@@ -173,6 +173,29 @@ void ground_words_in(const char *need, int32_t n, const char *text, uint8_t *see
     free(have);
 }
 
+int ground_keeps_values(const char *evidence, const char *const *texts, int32_t n) {
+    int32_t nw = 0;
+    uint8_t *exact = NULL;
+    char *words = ground_words_raw(evidence, &nw, &exact);
+    uint8_t *seen = calloc((size_t)(nw > 0 ? nw : 1), 1);
+    int rc = -1;
+    if (words && exact && seen) {
+        for (int32_t i = 0; i < n; i++) ground_words_in(words, nw, texts[i], seen);
+        int any = 0, kept = 0;
+        const char *w = words;
+        for (int32_t i = 0; i < nw; i++, w += strlen(w) + 1)
+            if (exact[i] && strpbrk(w, "0123456789/_-.:")) {   /* not names: "November" */
+                any = 1;
+                kept |= seen[i];
+            }
+        rc = !any || kept;
+    }
+    free(words);
+    free(exact);
+    free(seen);
+    return rc;
+}
+
 float ground_coverage(const char *need, int32_t n, const char *text) {
     if (n <= 0) return 0;
     int32_t m = 0, hit = 0;

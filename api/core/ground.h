@@ -63,6 +63,11 @@ char *ground_words_raw(const char *text, int32_t *n, uint8_t **exact);
  * text holds, unstemmed: one pass over text for all the words. */
 void ground_words_in(const char *need, int32_t n, const char *text, uint8_t *seen);
 
+/* Does any of the n texts keep a value of `evidence` (a number, a path, an identifier: an
+ * exact token with a digit or a joiner; names do not count)? 1 also when the evidence
+ * holds no value, 0 when every value is left out; -1 out of memory. */
+int ground_keeps_values(const char *evidence, const char *const *texts, int32_t n);
+
 /* Share of the words of `need` (a ground_words buffer, n words) found in text's words. */
 float ground_coverage(const char *need, int32_t n, const char *text);
 
