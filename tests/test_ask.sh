@@ -184,8 +184,8 @@ done
 
 # 6b. a FAQ (tool_gencorpus faq): a heading that poses the question is quoted with the
 #     paragraph under it (a chunk of its own), its box spanning both, the later "See
-#     Section 1.1 [...], page 1" pointer back at it ranks below it, and a sentence that
-#     refers back is quoted with its antecedent
+#     Section 1.1 [...], page 1" pointer back at it ranks below it, a sentence that refers
+#     back is quoted with its antecedent, one that says "as follows." with what follows
 if "$build/tests/tool_gencorpus" faq "$tmp/faq" >/dev/null 2>&1 &&
    "$m" index --db "$tmp/faqdb" "$tmp/faq" >/dev/null 2>&1; then
   for fq in "Why does the unit stop after a few minutes?" "Why does my dehumidifier stop running after a few minutes?"; do
@@ -216,6 +216,13 @@ assert c["page"] == 2, c
 EOF5
   then ok "a sentence that refers back is quoted with the sentence before it"
   else bad "refers back (exit $rc): $(head -c 400 "$tmp/faq.json") $(head -c 200 "$tmp/err.txt")"; fi
+  # "... proceed as follows." is quoted with the instruction it announces, however long
+  "$m" ask --db "$tmp/faqdb" "How do I reset the filter counter?" --mode extractive \
+    --json --model /nonexistent >"$tmp/faq.json" 2>"$tmp/err.txt"
+  rc=$?
+  if [ "$rc" -eq 0 ] && python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["answer"]; assert "as follows. Hold the FAN and MODE buttons" in a, a' "$tmp/faq.json" 2>"$tmp/perr.txt"
+  then ok "a sentence that announces an instruction is quoted with it"
+  else bad "as follows (exit $rc): $(head -c 400 "$tmp/faq.json") $(tail -1 "$tmp/perr.txt")"; fi
 else
   bad "generate and index the FAQ"
 fi

@@ -4,8 +4,9 @@
  *   tool_gencorpus samples DIR  realistic sample PDFs for `make demo`
  *   tool_gencorpus bad DIR      not-a-pdf, truncated, encrypted, zero-pages, big-2000
  *   tool_gencorpus faq DIR      a FAQ: question headings answered in the paragraph below,
- *                               a later page that points back at one of them, and a
- *                               sentence that refers back to the one before it
+ *                               a later page that points back at one of them, a
+ *                               sentence that refers back to the one before it, and one
+ *                               that announces a long instruction ("as follows.")
  * Everything is drawn with cairo's PDF surface: text as real text, photos as embedded
  * image XObjects, charts and tables as paths. Boxes in truth.json are normalized to the
  * page, [x0,y0,x1,y1], origin top-left, and are the exact extents of what was drawn. */
@@ -830,7 +831,12 @@ static int sample_faq(const char *dir) {
     y = heading(&g, 72, y + 12, "1.2 How often must the filter be changed?");
     y = paragraph(cr, 72, y, 468, 10.5,
                   "Replace the carbon filter every 400 operating hours, or sooner in dusty "
-                  "rooms. The filter lamp blinks when the hours are up.");
+                  "rooms. The filter lamp blinks when the hours are up. To reset the filter "
+                  "counter after a change, proceed as follows. Hold the FAN and MODE buttons "
+                  "together for five seconds until the filter lamp goes out, then release both "
+                  "buttons, wait until the display shows the room humidity again, and press "
+                  "MODE once more to store the new count of zero operating hours in the memory "
+                  "of the unit.");
     page_end(&g);
     y = heading(&g, 72, 60, "2 Troubleshooting");
     paragraph(cr, 72, y, 468, 10.5,

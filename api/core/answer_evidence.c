@@ -97,8 +97,20 @@ static int32_t n_words(const char *t, ground_span s) {
 }
 
 /* Manuals introduce an example and give it on the next line ("To scale the y axis:" /
- * "set logscale y"): a sentence ending in ':' or followed by a short line with no final
- * period (a command, a value) is joined with that line, so a quote carries the example. */
+ * "set logscale y"): a sentence ending in ':' or "as follows." or followed by a short
+ * line with no final period (a command, a value) is joined with that line, so a quote
+ * carries the example. */
+/* "... we need to reset it as follows." / "... by using col(1) as the following.": a
+ * sentence that announces what comes next, as a colon does. */
+static int introduces(const char *t, ground_span s) {
+    static const char *const ends[] = {"as follows.", "the following.", "as below."};
+    for (size_t k = 0; k < sizeof ends / sizeof ends[0]; k++) {
+        size_t n = strlen(ends[k]);
+        if (s.len >= n && !strncasecmp(t + s.off + s.len - n, ends[k], n)) return 1;
+    }
+    return 0;
+}
+
 static int32_t join_examples(const char *t, ground_span *s, int32_t n) {
     int32_t o = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -106,8 +118,8 @@ static int32_t join_examples(const char *t, ground_span *s, int32_t n) {
         while (i + 1 < n && cur.len < EV_JOIN_MAX) {
             ground_span nx = s[i + 1];
             char last = t[cur.off + cur.len - 1], nlast = t[nx.off + nx.len - 1];
-            if (last != ':' && !(n_words(t, nx) <= 8 && nlast != '.' && nlast != ':' &&
-                                 n_words(t, cur) > 3))
+            if (last != ':' && !introduces(t, cur) &&
+                !(n_words(t, nx) <= 8 && nlast != '.' && nlast != ':' && n_words(t, cur) > 3))
                 break;
             cur.len = nx.off + nx.len - cur.off;
             i++;
