@@ -524,6 +524,15 @@ static cairo_surface_t *doc_begin(const char *dir, const char *name, const char 
     return s;
 }
 
+/* doc_begin, then the title line every sample starts its first page with */
+static cairo_surface_t *doc_titled(const char *dir, const char *name, const char *meta,
+                                   const char *title, double size, gen *g) {
+    cairo_surface_t *s = doc_begin(dir, name, meta, g);
+    font(g->cr, SANS_FONT, 1, size);
+    text_at(g->cr, 72, 80, title, NULL);
+    return s;
+}
+
 static int doc_end(cairo_surface_t *s, gen *g, const char *name) {
     cairo_destroy(g->cr);
     cairo_surface_finish(s);
@@ -535,10 +544,9 @@ static int doc_end(cairo_surface_t *s, gen *g, const char *name) {
 
 static int sample_report(const char *dir) {
     gen g;
-    cairo_surface_t *s = doc_begin(dir, "northwind-q3-report.pdf", "Northwind Energy Q3 2024 report", &g);
+    cairo_surface_t *s = doc_titled(dir, "northwind-q3-report.pdf", "Northwind Energy Q3 2024 report",
+                                    "Northwind Energy - Quarterly Report Q3 2024", 18, &g);
     cairo_t *cr = g.cr;
-    font(cr, SANS_FONT, 1, 18);
-    text_at(cr, 72, 80, "Northwind Energy - Quarterly Report Q3 2024", NULL);
     double y = heading(&g, 72, 100, "Highlights");
     y = paragraph(cr, 72, y, 468, 10.5,
                   "Revenue for the third quarter reached 48.2 million euros, up 17 percent on "
@@ -607,10 +615,9 @@ static box wiring_diagram(cairo_t *cr, box a) {
 
 static int sample_manual(const char *dir) {
     gen g;
-    cairo_surface_t *s = doc_begin(dir, "helios-inverter-manual.pdf", "Helios SI-5000 inverter manual", &g);
+    cairo_surface_t *s = doc_titled(dir, "helios-inverter-manual.pdf", "Helios SI-5000 inverter manual",
+                                    "Helios SI-5000 Solar Inverter - Installation Manual", 17, &g);
     cairo_t *cr = g.cr;
-    font(cr, SANS_FONT, 1, 17);
-    text_at(cr, 72, 80, "Helios SI-5000 Solar Inverter - Installation Manual", NULL);
     double y = heading(&g, 72, 100, "1 Safety");
     y = paragraph(cr, 72, y, 468, 10.5,
                   "Only qualified electricians may install the SI-5000. Disconnect the PV array "
@@ -647,11 +654,10 @@ static int sample_manual(const char *dir) {
 
 static int sample_paper(const char *dir) {
     gen g;
-    cairo_surface_t *s = doc_begin(dir, "sparse-attention-paper.pdf",
-                                   "Local-global sparse attention for long documents", &g);
+    cairo_surface_t *s = doc_titled(dir, "sparse-attention-paper.pdf",
+                                    "Local-global sparse attention for long documents",
+                                    "Local-Global Sparse Attention for Long Documents", 17, &g);
     cairo_t *cr = g.cr;
-    font(cr, SANS_FONT, 1, 17);
-    text_at(cr, 72, 80, "Local-Global Sparse Attention for Long Documents", NULL);
     font(cr, BODY_FONT, 0, 10);
     text_at(cr, 72, 98, "A. Researcher and B. Student, Institute of Imaginary Sciences", NULL);
     double yl = heading(&g, 72, 118, "Abstract");
@@ -818,10 +824,9 @@ static int write_bad(const char *dir) {
  * later section points back with "See Section 1.1 [...], page 1". */
 static int sample_faq(const char *dir) {
     gen g;
-    cairo_surface_t *s = doc_begin(dir, "aquadry-faq.pdf", "AquaDry D20 dehumidifier FAQ", &g);
+    cairo_surface_t *s = doc_titled(dir, "aquadry-faq.pdf", "AquaDry D20 dehumidifier FAQ",
+                                    "AquaDry D20 Dehumidifier FAQ", 17, &g);
     cairo_t *cr = g.cr;
-    font(cr, SANS_FONT, 1, 17);
-    text_at(cr, 72, 80, "AquaDry D20 Dehumidifier FAQ", NULL);
     double y = heading(&g, 72, 100, "1 Operation");
     y = heading(&g, 72, y + 4, "1.1 Why does the unit stop after a few minutes?");
     y = paragraph(cr, 72, y, 468, 10.5,
