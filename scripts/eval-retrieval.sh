@@ -64,11 +64,14 @@ echo "(indexed with embeddings in $(( $(date +%s) - t0 )) s)"
 # MMRAG_EVAL_ANSWERS=0 skips them (and the other models' answers).
 answer_sets="answer_questions_debian answer_questions_dev"
 [ "${MMRAG_EVAL_ANSWERS:-1}" = 0 ] && answer_sets= && MMRAG_EVAL_LLMS=
-# Then answer_questions_rman.json over the four R manuals: written blind by a helper from
-# pdftotext on 2026-12-07, first run after its baseline (never tuned on).
-[ -n "$answer_sets" ] && answer_sets="$answer_sets answer_questions_rman"
+# Then two sets written blind by helpers from pdftotext on 2026-12-07, never tuned on:
+# answer_questions_rman.json over the four R manuals (looked at after each of stop 46's
+# answer changes) and answer_questions_deb2.json over R-intro, R-admin and asymptote (run
+# once, at stop 46's start and end).
+[ -n "$answer_sets" ] && answer_sets="$answer_sets answer_questions_rman answer_questions_deb2"
 for set in $answer_sets; do
-  db=$tmp/db-deb; [ "$set" = answer_questions_rman ] && db=$tmp/db-deb3
+  case $set in answer_questions_rman) db=$tmp/db-deb3 ;; answer_questions_deb2) db=$tmp/db-deb2 ;;
+               *) db=$tmp/db-deb ;; esac
   for mode in extractive auto; do
     echo "== answers, $mode ($set.json)"
     "$m" eval answers --db "$db" --mode $mode "$here/tests/data/$set.json" >"$tmp/ans.txt" 2>&1 || echo "eval answers: failed"

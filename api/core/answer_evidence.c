@@ -17,6 +17,7 @@
  *    BM25, the chunk's vectors and its section, which one sentence's cosine cannot).
  *    Without a text encoder the cosine term is 0 and the lexical terms decide (0.7 / 0.3).
  *    Weights set on the development questions (and the rank step on the Debian answer set).
+ *    The cosine reads a sentence past its admonition label ("Tip", "Note", "Caution").
  * 4. A sentence's next (quoted along with it) is the following sentence of its chunk; for
  *    a heading, the first sentences of the paragraph under it (heading_body). */
 #include "api/core/answer_internal.h"
@@ -290,6 +291,17 @@ static int by_score(const void *a, const void *b) {
     return strcmp(p->text, q->text);
 }
 
+/* A sentence after its admonition label ("Tip The actual init command ..."): the label is
+ * layout, and it pulls the sentence's vector away from what it says. */
+static const char *past_label(const char *t) {
+    static const char *const labels[] = {"Tip ", "Note ", "Caution ", "Warning ", "Important "};
+    for (size_t k = 0; k < sizeof labels / sizeof labels[0]; k++)
+        if (!strncmp(t, labels[k], strlen(labels[k])) && t[strlen(labels[k])] >= 'A' &&
+            t[strlen(labels[k])] <= 'Z')
+            return t + strlen(labels[k]);
+    return t;
+}
+
 /* Cosine of each sentence with the question into cos[n] (unit vectors: a dot product). */
 static int cosines(void *te, const char *question, const answer_evidence *ev, int32_t n,
                    float *cos, char *err, size_t errlen) {
@@ -299,7 +311,7 @@ static int cosines(void *te, const char *question, const answer_evidence *ev, in
     int rc = -1;
     if (!texts || !v) { snprintf(err, errlen, "out of memory"); goto out; }
     texts[0] = question;
-    for (int32_t i = 0; i < n; i++) texts[i + 1] = ev[i].text;
+    for (int32_t i = 0; i < n; i++) texts[i + 1] = past_label(ev[i].text);
     if (textenc_embed(te, texts, n + 1, v, err, errlen)) goto out;
     for (int32_t i = 0; i < n; i++) {
         double dot = 0;
