@@ -151,13 +151,6 @@ void answer_emit_cited(answer_reader *w, const char *s, const int32_t *nums, int
     free(buf);
 }
 
-static void box_union(store_box *b, const store_box *o) {
-    if (o->x0 < b->x0) b->x0 = o->x0;
-    if (o->y0 < b->y0) b->y0 = o->y0;
-    if (o->x1 > b->x1) b->x1 = o->x1;
-    if (o->y1 > b->y1) b->y1 = o->y1;
-}
-
 /* A quoted sentence becomes itself and the sentence after it: manuals state a thing and
  * give its value or command in the next sentence ("The doubleclick resolution is given in
  * milliseconds." / "The default is 300 ms."); and the sentence before it when it refers
@@ -172,8 +165,8 @@ static void quote_with_context(answer_evidence *e) {
     sprintf(t, "%s%s%s%s%s", p, a ? " " : "", e->text, c ? " " : "", n);
     free(e->text);
     e->text = t;
-    if (e->prev) box_union(&e->box, &e->prev_box);
-    if (e->next) box_union(&e->box, &e->next_box);
+    if (e->prev) answer_box_union(&e->box, &e->prev_box);
+    if (e->next) answer_box_union(&e->box, &e->next_box);
     free(e->prev);
     free(e->next);
     e->prev = e->next = NULL;

@@ -58,6 +58,13 @@ static int ev_seen(const ev_list *l, const char *t, size_t n) {
     return 0;
 }
 
+void answer_box_union(store_box *b, const store_box *o) {
+    if (o->x0 < b->x0) b->x0 = o->x0;
+    if (o->y0 < b->y0) b->y0 = o->y0;
+    if (o->x1 > b->x1) b->x1 = o->x1;
+    if (o->y1 > b->y1) b->y1 = o->y1;
+}
+
 /* Union of the boxes of the lines that overlap [off, off+len); 0 when none does. */
 static int span_box(const store_line *lines, int32_t nl, uint32_t off, uint32_t len,
                     store_box *out) {
@@ -66,12 +73,7 @@ static int span_box(const store_line *lines, int32_t nl, uint32_t off, uint32_t 
         const store_line *L = &lines[i];
         if (L->off >= off + len || L->off + L->len <= off) continue;
         if (!any) *out = L->box;
-        else {
-            if (L->box.x0 < out->x0) out->x0 = L->box.x0;
-            if (L->box.y0 < out->y0) out->y0 = L->box.y0;
-            if (L->box.x1 > out->x1) out->x1 = L->box.x1;
-            if (L->box.y1 > out->y1) out->y1 = L->box.y1;
-        }
+        else answer_box_union(out, &L->box);
         any = 1;
     }
     return any;
@@ -97,10 +99,6 @@ static int32_t n_words(const char *t, ground_span s) {
     return n;
 }
 
-/* Manuals introduce an example and give it on the next line ("To scale the y axis:" /
- * "set logscale y"): a sentence ending in ':' or "as follows." or followed by a short
- * line with no final period (a command, a value) is joined with that line, so a quote
- * carries the example. */
 /* "... we need to reset it as follows." / "... by using col(1) as the following.": a
  * sentence that announces what comes next, as a colon does. */
 static int introduces(const char *t, ground_span s) {
@@ -112,6 +110,10 @@ static int introduces(const char *t, ground_span s) {
     return 0;
 }
 
+/* Manuals introduce an example and give it on the next line ("To scale the y axis:" /
+ * "set logscale y"): a sentence ending in ':' or "as follows." or followed by a short
+ * line with no final period (a command, a value) is joined with that line, so a quote
+ * carries the example. */
 static int32_t join_examples(const char *t, ground_span *s, int32_t n) {
     int32_t o = 0;
     for (int32_t i = 0; i < n; i++) {
@@ -136,6 +138,18 @@ static void one_line(char *t) {
         if (*t == '\n') *t = ' ';
 }
 
+/* The bytes [off, off+len) of text as one line, for quoting along with a sentence; *box
+ * (the chunk's box on entry) becomes its lines' box when lines are given (nl > 0).
+ * NULL out of memory. */
+static char *span_quote(const char *text, uint32_t off, uint32_t len, const store_line *lines,
+                        int32_t nl, store_box *box) {
+    char *q = strndup(text + off, len);
+    if (!q) return NULL;
+    one_line(q);
+    if (nl > 0) span_box(lines, nl, off, len, box);
+    return q;
+}
+
 /* A heading's answer is the text under it: FAQs and manuals title a section with the
  * question ("7.31 Why doesn't R think these numbers are equal?") and answer it in the
  * paragraph below, a chunk of its own. The chunk after heading hit h, when it is text of
@@ -155,17 +169,14 @@ static int heading_body(store *st, const retr_hit *h, answer_evidence *e) {
     while (take < ns && words + n_words(b.text, s[take]) <= EV_NEXT_WORDS)
         words += n_words(b.text, s[take++]);
     if (take > 0) {
-        uint32_t len = s[take - 1].off + s[take - 1].len - s[0].off;
-        if (!(e->next = strndup(b.text + s[0].off, len))) rc = -1;
-        else {
-            one_line(e->next);
-            store_line *lines = NULL;
-            int32_t nl = 0;
-            e->next_box = b.box;
-            if (store_chunk_lines(st, b.id, &lines, &nl) == STORE_OK && nl > 0)
-                span_box(lines, nl, s[0].off, len, &e->next_box);
-            free(lines);
-        }
+        store_line *lines = NULL;
+        int32_t nl = 0;
+        if (store_chunk_lines(st, b.id, &lines, &nl) != STORE_OK) nl = 0;
+        e->next_box = b.box;
+        e->next = span_quote(b.text, s[0].off, s[take - 1].off + s[take - 1].len - s[0].off,
+                             lines, nl, &e->next_box);
+        if (!e->next) rc = -1;
+        free(lines);
     }
     store_chunk_row_clear(&hd);
     store_chunk_row_clear(&b);
@@ -204,25 +215,20 @@ static int add_hit(store *st, const retr_hit *h, int32_t hi, const char *qw, int
         e.box_is_line = nl > 0 && span_box(lines, nl, s[j].off, s[j].len, &e.box);
         if (!(e.text = strndup(t, s[j].len))) { rc = -1; break; }
         one_line(e.text);   /* one line per sentence: joined examples too */
+        int32_t lnl = e.box_is_line ? nl : 0;   /* line boxes for the neighbours too */
+        e.next_box = e.prev_box = h->box;
         if (j + 1 < ns && n_words(h->text, s[j + 1]) <= EV_NEXT_WORDS) {
-            e.next = strndup(h->text + s[j + 1].off, s[j + 1].len);
+            e.next = span_quote(h->text, s[j + 1].off, s[j + 1].len, lines, lnl, &e.next_box);
             if (!e.next) { free(e.text); rc = -1; break; }
-            one_line(e.next);
-            e.next_box = h->box;
-            if (e.box_is_line) span_box(lines, nl, s[j + 1].off, s[j + 1].len, &e.next_box);
         } else if (j + 1 == ns && h->kind == STORE_KIND_HEADING &&
                    heading_body(st, h, &e)) {
             free(e.text);
             rc = -1;
             break;
         }
-        if (j > 0 && refers_back(t, s[j].len) && n_words(h->text, s[j - 1]) <= EV_NEXT_WORDS) {
-            if (!(e.prev = strndup(h->text + s[j - 1].off, s[j - 1].len))) {
-                free(e.text); free(e.next); rc = -1; break;
-            }
-            one_line(e.prev);
-            e.prev_box = h->box;
-            if (e.box_is_line) span_box(lines, nl, s[j - 1].off, s[j - 1].len, &e.prev_box);
+        if (j > 0 && refers_back(t, s[j].len) && n_words(h->text, s[j - 1]) <= EV_NEXT_WORDS &&
+            !(e.prev = span_quote(h->text, s[j - 1].off, s[j - 1].len, lines, lnl, &e.prev_box))) {
+            free(e.text); free(e.next); rc = -1; break;
         }
         float self, ctx;
         lexical(qw, nq, h->text, s, ns, j, &self, &ctx);
@@ -237,7 +243,8 @@ static int add_hit(store *st, const retr_hit *h, int32_t hi, const char *qw, int
 /* What kind of token the question asks for (answer typing, as in classic QA systems): a
  * number, a path or an identifier (command, option, variable). A sentence that holds one
  * is the more likely answer of two that match the question equally. */
-enum { WANT_NUMBER = 1, WANT_PATH = 2, WANT_IDENT = 4 };
+enum { WANT_NUMBER = GROUND_VALUE_NUMBER, WANT_PATH = GROUND_VALUE_PATH,
+       WANT_IDENT = GROUND_VALUE_IDENT };
 
 static int wanted_type(const char *q) {
     static const struct { const char *cue; int type; } cues[] = {
@@ -265,10 +272,7 @@ static int held_types(const char *text) {
     int t = 0;
     const char *p = w;
     for (int32_t i = 0; w && ex && i < n; i++, p += strlen(p) + 1) {
-        if (!ex[i]) continue;
-        if (strpbrk(p, "0123456789")) t |= WANT_NUMBER;
-        if (strchr(p, '/')) t |= WANT_PATH;
-        if (strpbrk(p, "_-.:")) t |= WANT_IDENT;
+        if (ex[i]) t |= ground_value_kinds(p);
     }
     free(w);
     free(ex);
@@ -295,10 +299,10 @@ static int by_score(const void *a, const void *b) {
  * layout, and it pulls the sentence's vector away from what it says. */
 static const char *past_label(const char *t) {
     static const char *const labels[] = {"Tip ", "Note ", "Caution ", "Warning ", "Important "};
-    for (size_t k = 0; k < sizeof labels / sizeof labels[0]; k++)
-        if (!strncmp(t, labels[k], strlen(labels[k])) && t[strlen(labels[k])] >= 'A' &&
-            t[strlen(labels[k])] <= 'Z')
-            return t + strlen(labels[k]);
+    for (size_t k = 0; k < sizeof labels / sizeof labels[0]; k++) {
+        size_t n = strlen(labels[k]);
+        if (!strncmp(t, labels[k], n) && t[n] >= 'A' && t[n] <= 'Z') return t + n;
+    }
     return t;
 }
 

@@ -21,6 +21,9 @@ int answer_llm_session(answer_llm *l, const answer_request *rq, struct mmrag_eng
 /* The answer status of a failed mmrag_session_generate (grc < 0), with its message. */
 int answer_llm_gen_failed(struct mmrag_session *ss, int grc, char *err, size_t errlen);
 
+/* b grows to cover o too. */
+void answer_box_union(store_box *b, const store_box *o);
+
 /* Splits the hits into sentences with boxes (line boxes from the store when the chunk
  * has them), drops repeats (overlapping chunks), scores each against the question and
  * sorts best first into a->ev. Returns 0 or -1 (out of memory / encoder failure). */

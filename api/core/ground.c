@@ -173,6 +173,12 @@ void ground_words_in(const char *need, int32_t n, const char *text, uint8_t *see
     free(have);
 }
 
+int ground_value_kinds(const char *word) {
+    return (strpbrk(word, "0123456789") ? GROUND_VALUE_NUMBER : 0) |
+           (strchr(word, '/') ? GROUND_VALUE_PATH : 0) |
+           (strpbrk(word, "_-.:") ? GROUND_VALUE_IDENT : 0);
+}
+
 int ground_keeps_values(const char *evidence, const char *const *texts, int32_t n) {
     int32_t nw = 0;
     uint8_t *exact = NULL;
@@ -184,7 +190,7 @@ int ground_keeps_values(const char *evidence, const char *const *texts, int32_t 
         int any = 0, kept = 0;
         const char *w = words;
         for (int32_t i = 0; i < nw; i++, w += strlen(w) + 1)
-            if (exact[i] && strpbrk(w, "0123456789/_-.:")) {   /* not names: "November" */
+            if (exact[i] && ground_value_kinds(w)) {   /* not names: "November" */
                 any = 1;
                 kept |= seen[i];
             }

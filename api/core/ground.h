@@ -63,8 +63,13 @@ char *ground_words_raw(const char *text, int32_t *n, uint8_t **exact);
  * text holds, unstemmed: one pass over text for all the words. */
 void ground_words_in(const char *need, int32_t n, const char *text, uint8_t *seen);
 
+/* The kinds of value an exact token is (bits; 0: none, e.g. a name like "November"): a
+ * number (a digit), a path ('/'), an identifier (a joiner: _ - . :). */
+enum { GROUND_VALUE_NUMBER = 1, GROUND_VALUE_PATH = 2, GROUND_VALUE_IDENT = 4 };
+int ground_value_kinds(const char *word);
+
 /* Does any of the n texts keep a value of `evidence` (a number, a path, an identifier: an
- * exact token with a digit or a joiner; names do not count)? 1 also when the evidence
+ * exact token of some ground_value_kinds; names do not count)? 1 also when the evidence
  * holds no value, 0 when every value is left out; -1 out of memory. */
 int ground_keeps_values(const char *evidence, const char *const *texts, int32_t n);
 

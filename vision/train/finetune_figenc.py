@@ -31,12 +31,10 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import figdata  # noqa: E402
-import figdata_doc  # noqa: E402
 from figenc_model import FigureViT, MiniLM  # noqa: E402
 from figtypes import TYPE_PROMPTS  # noqa: E402
 from harvest_real import iou  # noqa: E402
-from train_figenc import TYPE_PROMPTS as BASE_PROMPTS, export, loss_fn, open_log, to_grid, to_patches  # noqa: E402
+from train_figenc import TYPE_PROMPTS as BASE_PROMPTS, draw, export, loss_fn, open_log, to_grid, to_patches  # noqa: E402
 
 CPU = torch.device("cpu")
 
@@ -45,10 +43,8 @@ def render_one(job):
     """Worker: ('base'|'doc', index, seed, print share) -> (gh, gw, pixels, descriptions, type,
     source) or None."""
     src, i, seed, share = job
-    s = figdata.spec(i, seed, print_share=share) if src == "base" else figdata_doc.spec(i, seed)
-    mod = figdata if src == "base" else figdata_doc
     try:
-        a = mod.render(s)
+        s, a = draw(src, i, seed, share)
     except Exception:  # a generator bug must not stop a run
         return None
     return to_grid(a) + (s["desc"], s.get("type", s["kind"]), src)

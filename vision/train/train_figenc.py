@@ -70,21 +70,26 @@ def source(i, seed, doc_share):
     return "doc" if doc_share > 0 and random.Random(seed * 7_919 + i).random() < doc_share else "base"
 
 
+def draw(src, i, seed, print_share=0.0):
+    """Figure (i, seed) of generator src ("base": figdata, "doc": figdata_doc): its spec
+    and its pixels (render's exceptions pass through)."""
+    if src == "doc":
+        s = figdata_doc.spec(i, seed)
+        return s, figdata_doc.render(s)
+    s = figdata.spec(i, seed, print_share=print_share)
+    return s, figdata.render(s)
+
+
 def sample(args):
     """Worker: render figure (index, seed) and cut it to the patchifier's grid. The last
     element of the descriptions is the kind: a figdata kind, or "doc:" + a figtypes type."""
     i, seed, doc_share, print_share = args
-    if source(i, seed, doc_share) == "doc":
-        s = figdata_doc.spec(i, seed)
-        mod, kind = figdata_doc, "doc:" + s["type"]
-    else:
-        s = figdata.spec(i, seed, print_share=print_share)
-        mod, kind = figdata, s["kind"]
+    src = source(i, seed, doc_share)
     try:
-        a = mod.render(s)
+        s, a = draw(src, i, seed, print_share)
     except Exception as e:  # a generator bug must not stop a run: count and go on
         return i, None, None, None, repr(e)
-    return (i,) + to_grid(a) + (s["desc"] + [kind],)
+    return (i,) + to_grid(a) + (s["desc"] + ["doc:" + s["type"] if src == "doc" else s["kind"]],)
 
 
 def stream(seed, doc_share, print_share, start=0):
@@ -285,7 +290,8 @@ def main():
             got += 1
             if r[1] is None:
                 failures += 1
-                first_error.append(r[4])
+                if not first_error:   # the first one is enough to say what broke
+                    first_error.append(r[4])
                 continue
             pending.append(r)
         if pending:
