@@ -185,7 +185,8 @@ done
 # 6b. a FAQ (tool_gencorpus faq): a heading that poses the question is quoted with the
 #     paragraph under it (a chunk of its own), its box spanning both, the later "See
 #     Section 1.1 [...], page 1" pointer back at it ranks below it, a sentence that refers
-#     back is quoted with its antecedent, one that says "as follows." with what follows
+#     back is quoted with its antecedent, one that says "as follows." with what follows; a
+#     question in British spelling does not abstain over a manual in American spelling
 if "$build/tests/tool_gencorpus" faq "$tmp/faq" >/dev/null 2>&1 &&
    "$m" index --db "$tmp/faqdb" "$tmp/faq" >/dev/null 2>&1; then
   for fq in "Why does the unit stop after a few minutes?" "Why does my dehumidifier stop running after a few minutes?"; do
@@ -223,6 +224,13 @@ EOF5
   if [ "$rc" -eq 0 ] && python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["answer"]; assert "as follows. Hold the FAN and MODE buttons" in a, a' "$tmp/faq.json" 2>"$tmp/perr.txt"
   then ok "a sentence that announces an instruction is quoted with it"
   else bad "as follows (exit $rc): $(head -c 400 "$tmp/faq.json") $(tail -1 "$tmp/perr.txt")"; fi
+  # a word the manual spells the other way ("maximise" / "maximize") is not absent from it
+  "$m" ask --db "$tmp/faqdb" "How can I maximise drying in a cold basement?" --mode extractive \
+    --json --model /nonexistent >"$tmp/faq.json" 2>"$tmp/err.txt"
+  rc=$?
+  if [ "$rc" -eq 0 ] && python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert not j["abstained"] and "top speed" in j["answer"], j' "$tmp/faq.json" 2>"$tmp/perr.txt"
+  then ok "a British spelling finds the American one: no false abstention"
+  else bad "spelling variant (exit $rc): $(head -c 400 "$tmp/faq.json") $(tail -1 "$tmp/perr.txt")"; fi
 else
   bad "generate and index the FAQ"
 fi

@@ -112,12 +112,48 @@ TEST(check_rules) {
     CHECK(!c.supported);
     CHECK(!ground_check_sentence("Yes.", ev, 3, &c));
     CHECK(!c.supported && !strcmp(c.why, "no content"));
-    /* two sentences together cover it: both are cited */
-    CHECK(!ground_check_sentence("The current release 5.4 lists mount points in /etc/fstab.", ev, 3, &c));
+    /* two clauses, each backed by its own sentence: both are cited */
+    CHECK(!ground_check_sentence("Version 5.4 is the current release, and mount points are listed in /etc/fstab.",
+                                 ev, 3, &c));
     CHECK_MSG(c.supported && c.n_cite == 2, "supported %d n_cite %d cov %.2f", c.supported, c.n_cite, c.coverage);
+    /* one clause pooled from two sentences claims what neither says */
+    CHECK(!ground_check_sentence("The current release 5.4 lists mount points in /etc/fstab.", ev, 3, &c));
+    CHECK_MSG(!c.supported && !strcmp(c.why, "low coverage"), "supported %d why %s", c.supported, c.why);
     /* the negation is content: not covered by a sentence that does not say it */
     CHECK(!ground_check_sentence("The logscale command never makes axes logarithmic quickly.", ev, 3, &c));
     CHECK(c.coverage < 1.0f && !c.strict);
+}
+
+TEST(clauses_need_one_source) {
+    /* SmolLM2's answer over the R FAQ: every word is in the two cited sentences, the claim
+     * in neither (the last version supported 32-bit Windows, and R does run on Windows) */
+    const char *ev[] = {"The bin/windows directory of a CRAN site contains binaries to run on 64-bit versions of "
+                        "Windows 7 and later on x86 64 chips (R 4.1.3 was the last version of R to support 32-bit Windows).",
+                        "R is meant to run on a wide variety of platforms, including Linux and most variants of Unix "
+                        "as well as Windows and macOS."};
+    ground_check c;
+    CHECK(!ground_check_sentence("The last version of R to support 64-bit Windows is available for use with R on "
+                                 "Linux and macOS, but it's not available for Windows.", ev, 2, &c));
+    CHECK_MSG(!c.supported, "why %s cov %.2f", c.why, c.coverage);
+    CHECK(!ground_check_sentence("R 4.1.3 was the last version of R to support 32-bit Windows.", ev, 2, &c));
+    CHECK(c.supported && c.n_cite == 1 && c.cite[0] == 0);
+    /* a value is cited where it is stated: "4.1.3" is not in the sentence that covers the rest */
+    CHECK(!ground_check_sentence("R 4.1.3 runs on Linux, Unix, Windows and macOS.", ev, 2, &c));
+    CHECK_MSG(!c.supported, "why %s cov %.2f", c.why, c.coverage);
+    /* a parenthetical is a clause of its own: the copied aside does not carry the claim */
+    const char *arc[] = {"If you want to draw a circle in plot coordinates (such that it will appear as an "
+                         "ellipse if the horizontal and vertical scales are different), use set object ellipse instead."};
+    CHECK(!ground_check_sentence("The arc of a circle object in plot coordinates (such that it will appear as an "
+                                 "ellipse if the horizontal and vertical scales are different) lies on the x axis.",
+                                 arc, 1, &c));
+    CHECK_MSG(!c.supported, "why %s cov %.2f", c.why, c.coverage);
+    CHECK(!ground_check_sentence("To draw a circle in plot coordinates (such that it will appear as an ellipse if "
+                                 "the horizontal and vertical scales are different), use set object ellipse.", arc, 1, &c));
+    CHECK_MSG(c.supported, "why %s cov %.2f", c.why, c.coverage);
+    /* a number spelled out is a value: "two" must be stated */
+    const char *opts[] = {"The set view command has many options available in both 2D and 3D plots."};
+    CHECK(!ground_check_sentence("There are only two options available in 3D plots.", opts, 1, &c));
+    CHECK_MSG(!c.supported && !strcmp(c.missing, "two"), "why %s missing %s", c.why, c.missing);
 }
 
 TEST(keeps_values) {
@@ -131,4 +167,37 @@ TEST(keeps_values) {
     CHECK(ground_keeps_values("The sky over Hollum is blue.", any, 1) == 1);   /* no value to keep */
     const char *path[] = {"Edit the file /etc/fstab as root."};
     CHECK(ground_keeps_values("Mount points are listed in /etc/fstab.", path, 1) == 1);
+}
+
+static int has_variant(const char *w, const char *want) {
+    char v[8][GROUND_VARIANT_LEN];
+    int32_t n = ground_spelling_variants(w, v, 8);
+    for (int32_t i = 0; i < n; i++)
+        if (!strcmp(v[i], want)) return 1;
+    return 0;
+}
+
+TEST(spelling_variants) {
+    CHECK(has_variant("customisation", "customization"));
+    CHECK(has_variant("optimization", "optimisation"));
+    CHECK(has_variant("colour", "color") && has_variant("behavior", "behaviour"));
+    CHECK(has_variant("centre", "center") && has_variant("licence", "license"));
+    CHECK(has_variant("catalogue", "catalog") && has_variant("modelling", "modeling"));
+    CHECK(has_variant("quickest", "quick") && has_variant("widest", "wide"));
+    CHECK(has_variant("easiest", "easy") && has_variant("biggest", "big"));
+    char v[8][GROUND_VARIANT_LEN];
+    CHECK(ground_spelling_variants("dplyr", v, 8) == 0);   /* a name has no other spelling */
+    CHECK(ground_spelling_variants("kubernetes", v, 8) == 0);
+    CHECK(ground_spelling_variants("best", v, 8) == 0);    /* too short to be a superlative */
+    CHECK(ground_spelling_variants("customisation", v, 0) == 0);
+}
+
+TEST(clause_edge_cases) {
+    const char *ev[] = {"Version 5.4 is the current release."};
+    ground_check c;
+    /* an empty parenthetical, a join at the start, a lone parenthesis: the rest is still checked */
+    CHECK(!ground_check_sentence("Version () 5.4 is the current release.", ev, 1, &c) && c.supported);
+    CHECK(!ground_check_sentence("Version 5.4 () is the current release, and 6.0 is next.", ev, 1, &c) && !c.supported);
+    CHECK(!ground_check_sentence("; version 5.4 is the current release (", ev, 1, &c) && c.supported);
+    CHECK(!ground_check_sentence("(Version 5.4 is the current release.)", ev, 1, &c) && c.supported);
 }

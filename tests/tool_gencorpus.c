@@ -850,6 +850,9 @@ static int sample_faq(const char *dir) {
               "that does not start at all usually has its water tank out of place. The outlet "
               "nozzle sits behind the lower rear grille. Fit this nozzle with a 12 mm garden "
               "hose for continuous drainage into a floor drain.");
+    paragraph(cr, 72, y + 80, 468, 10.5,
+              "To maximize drying in a cold basement, run the fan at its top speed and keep "
+              "the doors closed.");
     page_end(&g);
     return doc_end(s, &g, "aquadry-faq.pdf");
 }

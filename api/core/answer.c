@@ -207,11 +207,25 @@ static int common_word(void *te, const char *w) {
     return te && (n < 0 ? -n : n) <= 3;                         /* [CLS] word [SEP] */
 }
 
+/* Chunks that BM25 finds holding w, counted up to RARE_CHUNKS + 1 (a failed search: as many). */
+static int32_t chunks_with(retriever *r, const answer_request *rq, const char *w) {
+    retr_opts o = rq->retrieval;
+    o.sources = RETR_USE_BM25;
+    o.k = o.depth = RARE_CHUNKS + 1;
+    retr_result res = {0};
+    char err[256];
+    if (retr_search(r, w, &o, &res, err, sizeof err)) return RARE_CHUNKS + 1;
+    int32_t n = res.n;
+    retr_result_free(&res);
+    return n;
+}
+
 /* ...or an uncommon word in none, and in none of the retrieved chunks: the documents are
  * not about it ("How do I set up firewalld?" over a manual that never says "firewalld";
  * "Can gnuplot read Excel files?" over one that names Excel once, elsewhere). Names are
  * capitalized words and identifiers (ground.h's exact tokens); words with joiners
- * (/etc/hosts, double-click) are left to the evidence check, the index splits them.
+ * (/etc/hosts, double-click) are left to the evidence check, the index splits them. A word
+ * the documents use in another spelling ("customisation", "quickest") is not absent.
  * Writes the word and returns 1. */
 static int absent_term(retriever *r, void *te, const answer_request *rq,
                        const answer_result *a, char *word, size_t wl) {
@@ -227,17 +241,15 @@ static int absent_term(retriever *r, void *te, const answer_request *rq,
         if (seen[i] || w[strcspn(w, "_/.-:@~$+#")]) continue;
         int name = exact && exact[i];
         if (!name && (!te || common_word(te, w))) continue;
-        retr_opts o = rq->retrieval;
-        o.sources = RETR_USE_BM25;
-        o.k = o.depth = RARE_CHUNKS + 1;
-        retr_result res = {0};
-        char err[256];
-        if (retr_search(r, w, &o, &res, err, sizeof err)) continue;
-        if (res.n <= (name ? RARE_CHUNKS : 0)) {
+        int32_t most = name ? RARE_CHUNKS : 0;
+        if (chunks_with(r, rq, w) > most) continue;
+        char var[8][GROUND_VARIANT_LEN];   /* "customisation": the manual says "customization" */
+        int32_t nv = ground_spelling_variants(w, var, 8), used = 0;
+        for (int32_t v = 0; v < nv && !used; v++) used = chunks_with(r, rq, var[v]) > most;
+        if (!used) {
             snprintf(word, wl, "%s", w);
             found = 1;
         }
-        retr_result_free(&res);
     }
     free(words);
     free(exact);

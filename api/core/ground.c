@@ -202,6 +202,40 @@ int ground_keeps_values(const char *evidence, const char *const *texts, int32_t 
     return rc;
 }
 
+/* Endings spelled two ways, each pair tried in both directions. */
+static const char *const spelling_pairs[][2] = {
+    {"isation", "ization"}, {"ise", "ize"}, {"ised", "ized"}, {"ises", "izes"},
+    {"ising", "izing"}, {"iser", "izer"}, {"yse", "yze"}, {"ysed", "yzed"}, {"ysing", "yzing"},
+    {"our", "or"}, {"ours", "ors"}, {"oured", "ored"}, {"ouring", "oring"}, {"tre", "ter"},
+    {"tres", "ters"}, {"ence", "ense"}, {"ogue", "og"}, {"ogues", "ogs"}, {"elled", "eled"},
+    {"elling", "eling"}, {"eller", "eler"}};
+
+static int32_t push_variant(char (*out)[GROUND_VARIANT_LEN], int32_t n, int32_t max, const char *w,
+                            size_t keep, const char *end) {
+    if (n >= max || keep + strlen(end) >= GROUND_VARIANT_LEN) return n;
+    snprintf(out[n], GROUND_VARIANT_LEN, "%.*s%s", (int)keep, w, end);
+    return n + 1;
+}
+
+int32_t ground_spelling_variants(const char *word, char (*out)[GROUND_VARIANT_LEN], int32_t max) {
+    size_t n = strlen(word);
+    int32_t k = 0;
+    for (size_t i = 0; i < sizeof spelling_pairs / sizeof *spelling_pairs; i++)
+        for (int d = 0; d < 2; d++) {
+            const char *from = spelling_pairs[i][d], *to = spelling_pairs[i][!d];
+            size_t fl = strlen(from);
+            if (n >= fl + 3 && !strcmp(word + n - fl, from)) k = push_variant(out, k, max, word, n - fl, to);
+        }
+    if (n >= 6 && !strcmp(word + n - 4, "iest")) return push_variant(out, k, max, word, n - 4, "y");
+    if (n >= 6 && !strcmp(word + n - 3, "est")) {   /* quickest, widest, biggest */
+        size_t b = n - 3;
+        k = push_variant(out, k, max, word, b, "");
+        k = push_variant(out, k, max, word, b, "e");
+        if (word[b - 1] == word[b - 2]) k = push_variant(out, k, max, word, b - 1, "");
+    }
+    return k;
+}
+
 float ground_coverage(const char *need, int32_t n, const char *text) {
     if (n <= 0) return 0;
     int32_t m = 0, hit = 0;
@@ -326,6 +360,111 @@ size_t ground_strip_marks(char *t) {
 }
 
 /* ---- the check ------------------------------------------------------------------------ */
+/* Where a sentence joins clauses that each state something of their own. */
+static const char *const clause_joins[] = {"; ", ", and ", ", but ", " but ", ", which ",
+                                           ", while ", ", whereas ", ", so ", ", or ", NULL};
+
+/* The clauses of a sentence as one buffer of NUL-separated strings, ended by an empty one
+ * (caller frees): a parenthetical set off by a space is a clause of its own, the rest is
+ * cut at the joins. NULL when out of memory. */
+static char *split_clauses(const char *s) {
+    size_t n = strlen(s);
+    char *rest = malloc(n + 1), *out = malloc(2 * n + 4), *o = out;
+    if (!rest || !out) { free(rest); free(out); return NULL; }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t close = 0;   /* " (...)" at the top level: out as a clause */
+        if (s[i] == '(' && (i == 0 || s[i - 1] == ' '))
+            for (size_t j = i + 1, depth = 1; j < n && !close; j++)
+                depth += (s[j] == '(') - (s[j] == ')'), close = depth == 0 ? j : 0;
+        if (!close) { rest[m++] = s[i]; continue; }
+        if (close > i + 1) {   /* (an empty one would end the list) */
+            memcpy(o, s + i + 1, close - i - 1);
+            o += close - i - 1;
+            *o++ = 0;
+        }
+        i = close;
+    }
+    rest[m] = 0;
+    for (const char *p = rest; *p;) {
+        size_t len = strlen(p), skip = 0;
+        for (int k = 0; clause_joins[k]; k++) {
+            const char *q = strstr(p, clause_joins[k]);
+            if (q && q > p && (size_t)(q - p) < len) len = (size_t)(q - p), skip = strlen(clause_joins[k]);
+        }
+        memcpy(o, p, len);
+        o += len;
+        *o++ = 0;
+        p += len + skip;
+    }
+    *o = 0;
+    free(rest);
+    return out;
+}
+
+/* Numbers spelled out are values like digits: "only two options" must be stated so. */
+static int number_word(const char *w) {
+    static const char *const nums[] = {"two", "three", "four", "five", "six", "seven", "eight",
+                                       "nine", "ten", "eleven", "twelve", "twenty", "hundred",
+                                       "thousand", "million", "billion", "twice", "half", NULL};
+    for (int i = 0; nums[i]; i++)
+        if (!strcmp(nums[i], w)) return 1;
+    return 0;
+}
+
+/* The index of the evidence sentence that covers most of the n words (ties: the earlier,
+ * better ranked one) and how many it covers. */
+static int32_t best_cover(const char *words, int32_t nw, char *const *ev_words,
+                          const int32_t *ev_n, int32_t n, int32_t *covered) {
+    int32_t best = -1;
+    *covered = 0;
+    for (int32_t j = 0; j < n; j++) {
+        int32_t hit = 0;
+        const char *w = words;
+        for (int32_t i = 0; i < nw; i++, w += strlen(w) + 1) hit += list_has(ev_words[j], ev_n[j], w);
+        if (hit > *covered) { *covered = hit; best = j; }
+    }
+    return best;
+}
+
+/* Is every clause of the sentence backed by one evidence sentence (GROUND_MIN_COVERAGE of
+ * its content words, all of its exact tokens), with at most two sentences cited in all?
+ * Words pooled from two sentences can assemble a claim that neither makes ("the last
+ * version to support 64-bit Windows" from "runs on 64-bit Windows" and "the last version
+ * to support 32-bit Windows"). Fills cite and coverage (the clauses' covered share);
+ * returns 1 / 0, -1 out of memory. */
+static int check_clauses(const char *sentence, const char *const *evidence, char *const *ev_words,
+                         const int32_t *ev_n, int32_t n, ground_check *out) {
+    char *clauses = split_clauses(sentence);
+    if (!clauses) return -1;
+    int ok = 1;
+    int32_t words_in = 0, covered_in = 0;
+    for (const char *cl = clauses; *cl; cl += strlen(cl) + 1) {
+        int32_t nw = 0, covered = 0;
+        uint8_t *ex = NULL;
+        char *words = ground_words(cl, &nw, &ex);
+        if (!words) { free(clauses); return -1; }
+        int32_t j = nw ? best_cover(words, nw, ev_words, ev_n, n, &covered) : -1;
+        int stated = 1;   /* its values and names are cited where they are stated */
+        const char *w = words;
+        for (int32_t i = 0; j >= 0 && i < nw; i++, w += strlen(w) + 1)
+            stated &= !(ex[i] || number_word(w)) || has_token(evidence[j] ? evidence[j] : "", w);
+        if (nw && (j < 0 || !stated || covered < GROUND_MIN_COVERAGE * (float)nw)) ok = 0;
+        if (j >= 0 && !(out->n_cite > 0 && out->cite[0] == j) && !(out->n_cite > 1 && out->cite[1] == j)) {
+            if (out->n_cite < 2) out->cite[out->n_cite++] = j;
+            else ok = 0;   /* a third source: too composite to check */
+        }
+        words_in += nw;
+        covered_in += covered;
+        free(words);
+        free(ex);
+    }
+    free(clauses);
+    out->coverage = words_in ? (float)covered_in / (float)words_in : 0;
+    return ok;
+}
+
+
 int ground_check_sentence(const char *sentence, const char *const *evidence, int32_t n,
                           ground_check *out) {
     memset(out, 0, sizeof *out);
@@ -335,11 +474,9 @@ int ground_check_sentence(const char *sentence, const char *const *evidence, int
     char *words = ground_words(sentence, &nw, &ex);
     if (!words) return -1;
     int rc = 0;
-    int32_t *hits = calloc((size_t)(n > 0 ? n : 1), sizeof *hits);
-    uint8_t *found = calloc((size_t)(nw > 0 ? nw : 1), 1);
     char **ev_words = calloc((size_t)(n > 0 ? n : 1), sizeof *ev_words);
     int32_t *ev_n = calloc((size_t)(n > 0 ? n : 1), sizeof *ev_n);
-    if (!hits || !found || !ev_words || !ev_n) { rc = -1; goto out; }
+    if (!ev_words || !ev_n) { rc = -1; goto out; }
     int letters = 0;   /* "2." or "1)" alone is a list marker, not a claim */
     const char *lw = words;
     for (int32_t i = 0; i < nw && !letters; i++, lw += strlen(lw) + 1)
@@ -349,7 +486,7 @@ int ground_check_sentence(const char *sentence, const char *const *evidence, int
     /* 1. exact tokens anywhere in the evidence */
     const char *w = words;
     for (int32_t i = 0; i < nw; i++, w += strlen(w) + 1) {
-        if (!ex[i]) continue;
+        if (!ex[i] && !number_word(w)) continue;
         int ok = 0;
         for (int32_t j = 0; j < n && !ok; j++) ok = has_token(evidence[j] ? evidence[j] : "", w);
         if (!ok) {
@@ -358,7 +495,7 @@ int ground_check_sentence(const char *sentence, const char *const *evidence, int
             break;
         }
     }
-    /* 2. coverage by the best one or two evidence sentences (greedy) */
+    /* 2. each clause covered by one evidence sentence, at most two for the sentence */
     for (int32_t j = 0; j < n; j++)
         if (!(ev_words[j] = ground_words(evidence[j], &ev_n[j], NULL))) { rc = -1; goto out; }
     int32_t all = 0;
@@ -369,39 +506,20 @@ int ground_check_sentence(const char *sentence, const char *const *evidence, int
         all += any;
     }
     out->strict = all == nw && !out->missing[0];
-    int32_t covered = 0;
-    for (int pick = 0; pick < 2; pick++) {
-        int32_t best = -1, best_gain = 0;
-        for (int32_t j = 0; j < n; j++) {
-            if (pick == 1 && j == out->cite[0]) continue;
-            int32_t gain = 0;
-            w = words;
-            for (int32_t i = 0; i < nw; i++, w += strlen(w) + 1)
-                gain += !found[i] && list_has(ev_words[j], ev_n[j], w);
-            if (gain > best_gain) { best_gain = gain; best = j; }
-        }
-        if (best < 0) break;
-        w = words;
-        for (int32_t i = 0; i < nw; i++, w += strlen(w) + 1)
-            if (list_has(ev_words[best], ev_n[best], w)) found[i] = 1;
-        out->cite[out->n_cite++] = best;
-        covered += best_gain;
-    }
-    out->coverage = (float)covered / (float)nw;
+    int32_t clause_ok = check_clauses(sentence, evidence, ev_words, ev_n, n, out);
+    if (clause_ok < 0) { rc = -1; goto out; }
     size_t sl = strlen(sentence);
     while (sl && strchr(" \t\r\n", sentence[sl - 1])) sl--;
     if (sl && sentence[sl - 1] == ':') {   /* "Here is how:" promises what may not follow */
         out->why = "no content";
     } else if (!out->missing[0]) {
-        out->supported = out->coverage >= GROUND_MIN_COVERAGE && out->n_cite > 0;
+        out->supported = clause_ok && out->n_cite > 0;
         out->why = out->supported ? "ok" : "low coverage";
     }
 out:
     for (int32_t j = 0; ev_words && j < n; j++) free(ev_words[j]);
     free(ev_words);
     free(ev_n);
-    free(hits);
-    free(found);
     free(words);
     free(ex);
     return rc;

@@ -9,11 +9,14 @@
  * The check (a measurable rule, no second model):
  *   1. exact tokens: every number, identifier (a word with a digit, '_', '/', '.', '-' or
  *      an inner capital: /etc/fstab, apt-get, x11, setTitle) and proper name (a capitalized
- *      word that does not start the sentence) of the sentence occurs in the evidence as a
- *      whole token, ignoring case;
- *   2. coverage: of the sentence's content words (not function words, >= 3 characters or
- *      with a digit; light stemming), at least GROUND_MIN_COVERAGE are found in one or
- *      two evidence sentences (the best pair, chosen greedily);
+ *      word that does not start the sentence), and every number spelled out ("two",
+ *      "hundred", "half"), of the sentence occurs in the evidence as a whole token,
+ *      ignoring case;
+ *   2. coverage: each clause of the sentence (parts joined by "; ", ", and ", ", but ",
+ *      ", which" ..., and each parenthetical) is backed by one evidence sentence: at least GROUND_MIN_COVERAGE of
+ *      its content words (not function words, >= 3 characters or with a digit; light
+ *      stemming) and all of its exact tokens are in it; at most two sentences are cited
+ *      in all. Words pooled from two sentences can assemble a claim neither makes;
  *   3. the sentence has a content word with a letter (a bare "Yes." or a list number "2."
  *      asserts nothing we can check) and does not end in ':' (it announces content that
  *      may not follow).
@@ -73,13 +76,21 @@ int ground_value_kinds(const char *word);
  * holds no value, 0 when every value is left out; -1 out of memory. */
 int ground_keeps_values(const char *evidence, const char *const *texts, int32_t n);
 
+/* Other spellings of a lowercase word that a manual may use instead of the one typed:
+ * British and American endings (customisation / customization, colour / color, centre /
+ * center, licence / license, catalogue / catalog, modelling / modeling) and a superlative's
+ * base (quickest -> quick, easiest -> easy, biggest -> big). Writes up to max variants, each
+ * NUL-terminated and shorter than GROUND_VARIANT_LEN, to out; returns how many. */
+#define GROUND_VARIANT_LEN 64
+int32_t ground_spelling_variants(const char *word, char (*out)[GROUND_VARIANT_LEN], int32_t max);
+
 /* Share of the words of `need` (a ground_words buffer, n words) found in text's words. */
 float ground_coverage(const char *need, int32_t n, const char *text);
 
 typedef struct ground_check {
     int32_t supported;        /* 1: passed every rule */
     int32_t strict;           /* 1: also passes the stricter all-words rule */
-    float coverage;           /* content-word coverage by the cited sentence(s), 0..1 */
+    float coverage;           /* content words covered, each clause by its sentence, 0..1 */
     int32_t n_cite;           /* 0..2 */
     int32_t cite[2];          /* indexes into the evidence array */
     char missing[96];         /* first exact token not found in the evidence, "" if none */
