@@ -69,9 +69,18 @@ answer_sets="answer_questions_debian answer_questions_dev"
 # answer changes) and answer_questions_deb2.json over R-intro, R-admin and asymptote (run
 # once, at stop 46's start and end).
 [ -n "$answer_sets" ] && answer_sets="$answer_sets answer_questions_rman answer_questions_deb2"
+# And one written blind on 2026-12-08 over R-exts.pdf and the beamer user guide
+# (answer_questions_deb4.json, fetch-debian-docs.sh --more: a 50 MB .deb more), run twice in
+# stop 47, its summaries only.
+if [ -n "$answer_sets" ] && dir4=$("$here/scripts/fetch-debian-docs.sh" --more); then
+  t0=$(date +%s)
+  "$m" index --db "$tmp/db-deb4" "$dir4/R-exts.pdf" "$dir4/beameruserguide.pdf" | tail -1
+  echo "(indexed with embeddings in $(( $(date +%s) - t0 )) s)"
+  answer_sets="$answer_sets answer_questions_deb4"
+fi
 for set in $answer_sets; do
   case $set in answer_questions_rman) db=$tmp/db-deb3 ;; answer_questions_deb2) db=$tmp/db-deb2 ;;
-               *) db=$tmp/db-deb ;; esac
+               answer_questions_deb4) db=$tmp/db-deb4 ;; *) db=$tmp/db-deb ;; esac
   for mode in extractive auto; do
     echo "== answers, $mode ($set.json)"
     "$m" eval answers --db "$db" --mode $mode "$here/tests/data/$set.json" >"$tmp/ans.txt" 2>&1 || echo "eval answers: failed"

@@ -10,7 +10,10 @@
 #   asymptote-doc 2.85+ds-1          asymptote.pdf            196 pages (pdfTeX-1.40.24, figures)
 # and, for the untuned third set (tests/data/eval_questions_debian3.json), the same .deb's
 #   R-FAQ.pdf 52 pages, R-data.pdf 41, R-lang.pdf 69, R-ints.pdf 81 (pdfTeX-1.40.24)
-# Usage: scripts/fetch-debian-docs.sh   (exit 1 with a one-line reason when unavailable)
+# and, with --more, for the blind answer set tests/data/answer_questions_deb4.json:
+#   r-doc-pdf 4.2.2.20221110-2       R-exts.pdf               236 pages (pdfTeX-1.40.24)
+#   texlive-latex-recommended-doc 2022.20230122-3  beameruserguide.pdf  234 pages (a 50 MB .deb)
+# Usage: scripts/fetch-debian-docs.sh [--more]   (exit 1 with a one-line reason when unavailable)
 set -euo pipefail
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/mmrag/debian-docs
 # package=version  path in the .deb  sha256 of the PDF
@@ -24,6 +27,10 @@ pins=(
 "r-doc-pdf=4.2.2.20221110-2 ./usr/share/R/doc/manual/R-lang.pdf 4a6120ba505021d7c208078b575fe3f5d5dc91636dcf17de8a4208adda90d7dc"
 "r-doc-pdf=4.2.2.20221110-2 ./usr/share/R/doc/manual/R-ints.pdf cdcca722b4de6682a9100550b4361dcd3dd41b5b274d97b9a6230572be63901f"
 "asymptote-doc=2.85+ds-1 ./usr/share/doc/asymptote/asymptote.pdf e17165321f74a5ec1b884cf20773cc43361df8f7fc707b071debf4ef707de051"
+)
+[ "${1:-}" = --more ] && pins+=(
+"r-doc-pdf=4.2.2.20221110-2 ./usr/share/R/doc/manual/R-exts.pdf 792220b273d40e8629664d5dd0d6ae4151419d14f613a949aebe85b8c2a1f85c"
+"texlive-latex-recommended-doc=2022.20230122-3 ./usr/share/doc/texlive-doc/latex/beamer/beameruserguide.pdf 9a1f87ab1036dec58ac19b59a27607d5ed51d115103cec41f8fd4d963ef9eb68"
 )
 mkdir -p "$cache"
 for pin in "${pins[@]}"; do

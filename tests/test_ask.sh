@@ -205,32 +205,26 @@ EOF4
     then ok "FAQ: \"$fq\" quotes the heading with the answer under it"
     else bad "FAQ \"$fq\" (exit $rc): $(head -c 400 "$tmp/faq.json") $(head -c 200 "$tmp/err.txt")"; fi
   done
+  # faq_ask QUESTION ASSERTION NAME: an extractive ask over the FAQ whose JSON (j) must
+  # satisfy the Python ASSERTION
+  faq_ask() {
+    "$m" ask --db "$tmp/faqdb" "$1" --mode extractive --json --model /nonexistent >"$tmp/faq.json" 2>"$tmp/err.txt"
+    local rc=$?
+    if [ "$rc" -eq 0 ] && python3 -c "import json,sys; j=json.load(open(sys.argv[1])); c=(j['citations'] or [{}])[0]; assert $2, j" \
+         "$tmp/faq.json" 2>"$tmp/perr.txt"
+    then ok "$3"
+    else bad "$3 (exit $rc): $(head -c 400 "$tmp/faq.json") $(tail -1 "$tmp/perr.txt")"; fi
+  }
   # a sentence that refers back ("Fit this nozzle ...") is quoted with the one it refers to
-  "$m" ask --db "$tmp/faqdb" "How do I drain the water continuously into a floor drain?" --mode extractive \
-    --json --model /nonexistent >"$tmp/faq.json" 2>"$tmp/err.txt"
-  rc=$?
-  if [ "$rc" -eq 0 ] && python3 - "$tmp/faq.json" <<'EOF5'
-import json, sys
-c = json.load(open(sys.argv[1]))["citations"][0]
-assert c["text"].startswith("The outlet nozzle sits behind") and "12 mm garden hose" in c["text"], c
-assert c["page"] == 2, c
-EOF5
-  then ok "a sentence that refers back is quoted with the sentence before it"
-  else bad "refers back (exit $rc): $(head -c 400 "$tmp/faq.json") $(head -c 200 "$tmp/err.txt")"; fi
+  faq_ask "How do I drain the water continuously into a floor drain?" \
+    'c["text"].startswith("The outlet nozzle sits behind") and "12 mm garden hose" in c["text"] and c["page"] == 2' \
+    "a sentence that refers back is quoted with the sentence before it"
   # "... proceed as follows." is quoted with the instruction it announces, however long
-  "$m" ask --db "$tmp/faqdb" "How do I reset the filter counter?" --mode extractive \
-    --json --model /nonexistent >"$tmp/faq.json" 2>"$tmp/err.txt"
-  rc=$?
-  if [ "$rc" -eq 0 ] && python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["answer"]; assert "as follows. Hold the FAN and MODE buttons" in a, a' "$tmp/faq.json" 2>"$tmp/perr.txt"
-  then ok "a sentence that announces an instruction is quoted with it"
-  else bad "as follows (exit $rc): $(head -c 400 "$tmp/faq.json") $(tail -1 "$tmp/perr.txt")"; fi
+  faq_ask "How do I reset the filter counter?" '"as follows. Hold the FAN and MODE buttons" in j["answer"]' \
+    "a sentence that announces an instruction is quoted with it"
   # a word the manual spells the other way ("maximise" / "maximize") is not absent from it
-  "$m" ask --db "$tmp/faqdb" "How can I maximise drying in a cold basement?" --mode extractive \
-    --json --model /nonexistent >"$tmp/faq.json" 2>"$tmp/err.txt"
-  rc=$?
-  if [ "$rc" -eq 0 ] && python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); assert not j["abstained"] and "top speed" in j["answer"], j' "$tmp/faq.json" 2>"$tmp/perr.txt"
-  then ok "a British spelling finds the American one: no false abstention"
-  else bad "spelling variant (exit $rc): $(head -c 400 "$tmp/faq.json") $(tail -1 "$tmp/perr.txt")"; fi
+  faq_ask "How can I maximise drying in a cold basement?" 'not j["abstained"] and "top speed" in j["answer"]' \
+    "a British spelling finds the American one: no false abstention"
 else
   bad "generate and index the FAQ"
 fi

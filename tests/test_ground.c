@@ -2,6 +2,7 @@
  * breaks, long runs), streaming sentence ends, the model's [n] marks, content and exact
  * words, and the support check (exact tokens, coverage by one or two sentences, the
  * stricter all-words rule). Pure text: no model. */
+#include "api/core/answer_internal.h"
 #include "api/core/ground.h"
 #include "tests/test.h"
 
@@ -200,4 +201,21 @@ TEST(clause_edge_cases) {
     CHECK(!ground_check_sentence("Version 5.4 () is the current release, and 6.0 is next.", ev, 1, &c) && !c.supported);
     CHECK(!ground_check_sentence("; version 5.4 is the current release (", ev, 1, &c) && c.supported);
     CHECK(!ground_check_sentence("(Version 5.4 is the current release.)", ev, 1, &c) && c.supported);
+}
+
+/* What a question asks for and what an answer holds: auto mode quotes the evidence when the
+ * model's sentences hold none of the kind asked for (api/core/answer.c). */
+TEST(wanted_and_held_types) {
+    CHECK(answer_wanted_type("How many named colours does R know about?") == GROUND_VALUE_NUMBER);
+    CHECK(answer_wanted_type("Which file holds the SASL password?") & GROUND_VALUE_PATH);
+    CHECK(answer_wanted_type("Which option exports only the first partition?") == GROUND_VALUE_IDENT);
+    CHECK(answer_wanted_type("Why is read.table slow?") == 0);
+    /* whole words: "support", "triangle", "conversion" and "profile" ask for nothing */
+    CHECK(answer_wanted_type("Does R support a triangle conversion in the profile?") == 0);
+    CHECK(answer_wanted_type("Which addresses?") == GROUND_VALUE_NUMBER);
+    CHECK(answer_wanted_type("Which ports and file sizes?") == (GROUND_VALUE_NUMBER | GROUND_VALUE_PATH | GROUND_VALUE_IDENT));
+    CHECK(answer_held_types("The configuration of postfix with SASL.") == 0);
+    CHECK(answer_held_types("R knows 657 colours.") == GROUND_VALUE_NUMBER);
+    CHECK(answer_held_types("It reads /etc/postfix/sasl_passwd.") & GROUND_VALUE_PATH);
+    CHECK(answer_held_types("Use qemu-nbd -P 1 here.") & GROUND_VALUE_IDENT);
 }

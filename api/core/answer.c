@@ -307,14 +307,20 @@ static int respond(answer_reader *w, retriever *r, void *te, answer_llm *llm, ch
     a->mode_used = ANSWER_GENERATIVE;
     int rc = answer_generate(w, llm, err, errlen);
     if (rc != ANSWER_OK) return rc;
-    int shown = 0, top_cited = 0;
+    int shown = 0, top_cited = 0, held = 0;
     for (int32_t i = 0; i < a->n_sents; i++) {
         const answer_sentence *s = &a->sents[i];
         if (!s->shown || !s->check.supported) continue;
         shown = 1;
+        held |= answer_held_types(s->text);
         for (int32_t k = 0; k < s->check.n_cite; k++) top_cited |= s->check.cite[k] == 0;
     }
-    if (shown && (!top_cited || drops_values(a)) && rq->mode == ANSWER_AUTO) {
+    int want = answer_wanted_type(rq->question);
+    if (shown && want && !(held & want) && rq->mode == ANSWER_AUTO) {
+        /* asked for a number, a file or an option, the model gave none: the quotes answer */
+        answer_emit(w, "\n");
+        emit_quotes(w, QUOTES_MAX);
+    } else if (shown && (!top_cited || drops_values(a)) && rq->mode == ANSWER_AUTO) {
         /* the model's supported sentences skip the best evidence, or cite it without its
          * value: quote it beside them */
         answer_emit(w, "\n");

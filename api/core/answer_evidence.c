@@ -23,6 +23,7 @@
 #include "api/core/answer_internal.h"
 #include "vision/textenc.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,7 +247,18 @@ static int add_hit(store *st, const retr_hit *h, int32_t hi, const char *qw, int
 enum { WANT_NUMBER = GROUND_VALUE_NUMBER, WANT_PATH = GROUND_VALUE_PATH,
        WANT_IDENT = GROUND_VALUE_IDENT };
 
-static int wanted_type(const char *q) {
+/* Is cue in q as whole words, a plural allowed ("ports", not "support" or "triangle")? */
+static int has_cue(const char *q, const char *cue) {
+    size_t n = strlen(cue);
+    for (const char *p = q; (p = strcasestr(p, cue)); p++) {
+        const char *e = p + n;
+        e += *e == 's' ? 1 : (e[0] == 'e' && e[1] == 's') ? 2 : 0;   /* ports, addresses */
+        if ((p == q || !isalnum((unsigned char)p[-1])) && !isalnum((unsigned char)*e)) return 1;
+    }
+    return 0;
+}
+
+int answer_wanted_type(const char *q) {
     static const struct { const char *cue; int type; } cues[] = {
         {"how many", WANT_NUMBER}, {"how much", WANT_NUMBER}, {"how long", WANT_NUMBER},
         {"how large", WANT_NUMBER}, {"how big", WANT_NUMBER}, {"size", WANT_NUMBER},
@@ -260,12 +272,12 @@ static int wanted_type(const char *q) {
         {"setting", WANT_IDENT}, {"flag", WANT_IDENT}, {"module", WANT_IDENT}};
     int t = 0;
     for (size_t i = 0; i < sizeof cues / sizeof cues[0]; i++)
-        if (strcasestr(q, cues[i].cue)) t |= cues[i].type;
+        if (has_cue(q, cues[i].cue)) t |= cues[i].type;
     return t;
 }
 
 /* The answer types a text holds: numbers, paths, identifiers (exact tokens with a joiner). */
-static int held_types(const char *text) {
+int answer_held_types(const char *text) {
     int32_t n = 0;
     uint8_t *ex = NULL;
     char *w = ground_words_raw(text, &n, &ex);
@@ -346,14 +358,14 @@ int answer_evidence_collect(retriever *r, void *te, const char *question, answer
     float *cos = calloc((size_t)(l.n + 1), sizeof *cos);
     if (!cos) { snprintf(err, errlen, "out of memory"); goto out; }
     if (te && l.n && cosines(te, question, l.ev, l.n, cos, err, errlen)) { free(cos); goto out; }
-    int want = wanted_type(question);
+    int want = answer_wanted_type(question);
     for (int32_t i = 0; i < l.n; i++) {
         l.ev[i].score = te ? 0.7f * cos[i] + 0.2f * lex[2 * i] + 0.1f * lex[2 * i + 1]
                            : 0.7f * lex[2 * i] + 0.3f * lex[2 * i + 1];
         ground_span all = {0, (uint32_t)strlen(l.ev[i].text)};
         if (n_words(l.ev[i].text, all) < EV_SHORT_WORDS || cross_reference(l.ev[i].text))
             l.ev[i].score -= 0.1f;
-        if (want && (held_types(l.ev[i].text) & want)) l.ev[i].score += EV_TYPE_BONUS;
+        if (want && (answer_held_types(l.ev[i].text) & want)) l.ev[i].score += EV_TYPE_BONUS;
         l.ev[i].score -= EV_RANK_STEP * (float)l.ev[i].hit;
     }
     free(cos);

@@ -24,6 +24,11 @@ int answer_llm_gen_failed(struct mmrag_session *ss, int grc, char *err, size_t e
 /* b grows to cover o too. */
 void answer_box_union(store_box *b, const store_box *o);
 
+/* The kinds of value (GROUND_VALUE_* bits) a question asks for ("how many", "which file",
+ * "what option") and those a text holds; 0: none. */
+int answer_wanted_type(const char *question);
+int answer_held_types(const char *text);
+
 /* Splits the hits into sentences with boxes (line boxes from the store when the chunk
  * has them), drops repeats (overlapping chunks), scores each against the question and
  * sorts best first into a->ev. Returns 0 or -1 (out of memory / encoder failure). */
