@@ -186,7 +186,8 @@ done
 #     paragraph under it (a chunk of its own), its box spanning both, the later "See
 #     Section 1.1 [...], page 1" pointer back at it ranks below it, a sentence that refers
 #     back is quoted with its antecedent, one that says "as follows." with what follows; a
-#     question in British spelling does not abstain over a manual in American spelling
+#     question in British spelling does not abstain over a manual in American spelling; no
+#     quote repeats another (the pointer and the sentence before it, quoted along)
 if "$build/tests/tool_gencorpus" faq "$tmp/faq" >/dev/null 2>&1 &&
    "$m" index --db "$tmp/faqdb" "$tmp/faq" >/dev/null 2>&1; then
   for fq in "Why does the unit stop after a few minutes?" "Why does my dehumidifier stop running after a few minutes?"; do
@@ -201,6 +202,7 @@ assert c["text"].startswith("1.1 Why does the unit stop") and c["page"] == 1, c
 assert c["box"][1] < 0.2 < 0.25 < c["box"][3], c["box"]     # the heading's line to the body's
 if q.startswith("Why does the unit"):                          # the heading's own words
     assert j["citations"][0] is c, [x["text"][:40] for x in j["citations"]]
+assert j["answer"].count("See Section 1.1") <= 1, j["answer"]  # no quote repeats another
 EOF4
     then ok "FAQ: \"$fq\" quotes the heading with the answer under it"
     else bad "FAQ \"$fq\" (exit $rc): $(head -c 400 "$tmp/faq.json") $(head -c 200 "$tmp/err.txt")"; fi

@@ -151,39 +151,69 @@ void answer_emit_cited(answer_reader *w, const char *s, const int32_t *nums, int
     free(buf);
 }
 
+/* Is s (a whole sentence) in one of the n quotes already shown? */
+static int in_shown(const char *s, const char *const *shown, int32_t n) {
+    for (int32_t k = 0; s && *s && k < n; k++)
+        if (strstr(shown[k], s)) return 1;
+    return 0;
+}
+
 /* A quoted sentence becomes itself and the sentence after it: manuals state a thing and
  * give its value or command in the next sentence ("The doubleclick resolution is given in
  * milliseconds." / "The default is 300 ms."); and the sentence before it when it refers
  * back to it ("The IP address 127.0.1.1 ..." / "The Debian Installer creates this entry
- * ..."). The quote stays verbatim and contiguous; its citation covers all the boxes. */
-static void quote_with_context(answer_evidence *e) {
-    const char *p = e->prev ? e->prev : "", *n = e->next ? e->next : "";
-    size_t a = strlen(p), b = strlen(e->text), c = strlen(n);
-    if (!a && !c) return;
-    char *t = malloc(a + b + c + 3);
-    if (!t) return;
-    sprintf(t, "%s%s%s%s%s", p, a ? " " : "", e->text, c ? " " : "", n);
+ * ..."). The quote stays verbatim and contiguous; its citation covers all the boxes. A
+ * part at either end that a quote already shown holds is left out (overlapping chunks and
+ * the sentences quoted along bring the same words back: "The loader for a lazy-load
+ * database ..." twice). Returns 0 when the quote would add nothing, 1 when e->text is the
+ * quote, -1 out of memory. */
+static int quote_with_context(answer_evidence *e, const char *const *shown, int32_t n) {
+    const char *part[3] = {e->prev, e->text, e->next};
+    const store_box *box[3] = {&e->prev_box, &e->box, &e->next_box};
+    int s = 0, t = 2;
+    while (s <= t && (!part[s] || !*part[s] || in_shown(part[s], shown, n))) s++;
+    while (t >= s && (!part[t] || !*part[t] || in_shown(part[t], shown, n))) t--;
+    if (s > t) return 0;
+    size_t len = 1;
+    for (int k = s; k <= t; k++) len += part[k] ? strlen(part[k]) + 1 : 0;
+    char *q = malloc(len);
+    if (!q) return -1;
+    store_box b = *box[s];
+    q[0] = 0;
+    for (int k = s; k <= t; k++) {
+        if (!part[k] || !*part[k]) continue;
+        if (*q) strcat(q, " ");
+        strcat(q, part[k]);
+        answer_box_union(&b, box[k]);
+    }
     free(e->text);
-    e->text = t;
-    if (e->prev) answer_box_union(&e->box, &e->prev_box);
-    if (e->next) answer_box_union(&e->box, &e->next_box);
     free(e->prev);
     free(e->next);
+    e->text = q;
+    e->box = b;
     e->prev = e->next = NULL;
+    return 1;
 }
 
-/* The best sentences verbatim, each with its citation. */
+/* The best sentences verbatim, each with its citation, none repeating another. */
 static void emit_quotes(answer_reader *w, int32_t max) {
     answer_result *a = w->a;
-    for (int32_t i = 0; i < a->n_ev && i < max; i++) {
+    const char *shown[QUOTES_MAX > NEAREST_MAX ? QUOTES_MAX : NEAREST_MAX];
+    int32_t n_shown = 0;
+    for (int32_t i = 0; i < a->n_ev && n_shown < max && n_shown < (int32_t)(sizeof shown / sizeof *shown); i++) {
         if (i > 0 && a->ev[i].score < a->ev[0].score - QUOTES_WINDOW) break;
-        if (max > 1) quote_with_context(&a->ev[i]);
+        if (max == 1 && in_shown(a->ev[i].text, shown, n_shown)) continue;
+        int rc = max > 1 ? quote_with_context(&a->ev[i], shown, n_shown) : 1;
+        if (rc < 0) { w->failed = 1; return; }
+        if (rc == 0) continue;
         char *q = malloc(strlen(a->ev[i].text) + 8);
         if (!q) { w->failed = 1; return; }
         sprintf(q, "\u201c%s\u201d", a->ev[i].text);
+        if (n_shown) answer_emit(w, "\n");
         int32_t n = answer_cite(a, i);
-        answer_emit_cited(w, q, &n, 1, i + 1 < a->n_ev && i + 1 < max ? "\n" : "");
+        answer_emit_cited(w, q, &n, 1, "");
         free(q);
+        shown[n_shown++] = a->ev[i].text;
     }
 }
 
