@@ -13,6 +13,12 @@ T=$(mktemp -d "${MMRAG_TMP:-/tmp}/py.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=python3
+# A sanitizer build (make test SAN=1): the interpreter is not built with ASan, so its
+# runtimes must be loaded first; CPython's own allocations at exit are not leaks of ours
+if ldd "$B/libmmrag.so" 2>/dev/null | grep -q libasan; then
+  export LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)"
+  export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+fi
 
 check "make install PREFIX=tmp" make -s -C "$ROOT" install BUILD="$B" PREFIX="$T/prefix" >"$T/install.log" 2>&1 \
   || tail -n 5 "$T/install.log"
