@@ -412,6 +412,14 @@ static int number_word(const char *w) {
     return 0;
 }
 
+/* Does one evidence sentence state w as a value or name must be stated? An exact token as a
+ * whole token of its text; a number spelled out among its words (both stemmed alike:
+ * "thousands"). Other words need not be: 1 for them. */
+static int stated_in(const char *w, int exact, const char *evidence, const char *ev_words, int32_t ev_n) {
+    if (exact) return has_token(evidence ? evidence : "", w);
+    return !number_word(w) || list_has(ev_words, ev_n, w);
+}
+
 /* The index of the evidence sentence that covers most of the n words (ties: the earlier,
  * better ranked one) and how many it covers. */
 static int32_t best_cover(const char *words, int32_t nw, char *const *ev_words,
@@ -448,7 +456,7 @@ static int check_clauses(const char *sentence, const char *const *evidence, char
         int stated = 1;   /* its values and names are cited where they are stated */
         const char *w = words;
         for (int32_t i = 0; j >= 0 && i < nw; i++, w += strlen(w) + 1)
-            stated &= !(ex[i] || number_word(w)) || has_token(evidence[j] ? evidence[j] : "", w);
+            stated &= stated_in(w, ex[i], evidence[j], ev_words[j], ev_n[j]);
         if (nw && (j < 0 || !stated || covered < GROUND_MIN_COVERAGE * (float)nw)) ok = 0;
         if (j >= 0 && !(out->n_cite > 0 && out->cite[0] == j) && !(out->n_cite > 1 && out->cite[1] == j)) {
             if (out->n_cite < 2) out->cite[out->n_cite++] = j;
@@ -463,7 +471,6 @@ static int check_clauses(const char *sentence, const char *const *evidence, char
     out->coverage = words_in ? (float)covered_in / (float)words_in : 0;
     return ok;
 }
-
 
 int ground_check_sentence(const char *sentence, const char *const *evidence, int32_t n,
                           ground_check *out) {
@@ -483,12 +490,13 @@ int ground_check_sentence(const char *sentence, const char *const *evidence, int
         for (const char *p = lw; *p && !letters; p++)
             letters = isalpha((unsigned char)*p) || (unsigned char)*p >= 0x80;
     if (nw == 0 || !letters) goto out;
-    /* 1. exact tokens anywhere in the evidence */
+    for (int32_t j = 0; j < n; j++)
+        if (!(ev_words[j] = ground_words(evidence[j], &ev_n[j], NULL))) { rc = -1; goto out; }
+    /* 1. exact tokens (and numbers spelled out) anywhere in the evidence */
     const char *w = words;
     for (int32_t i = 0; i < nw; i++, w += strlen(w) + 1) {
-        if (!ex[i] && !number_word(w)) continue;
         int ok = 0;
-        for (int32_t j = 0; j < n && !ok; j++) ok = has_token(evidence[j] ? evidence[j] : "", w);
+        for (int32_t j = 0; j < n && !ok; j++) ok = stated_in(w, ex[i], evidence[j], ev_words[j], ev_n[j]);
         if (!ok) {
             snprintf(out->missing, sizeof out->missing, "%s", w);
             out->why = "unsupported token";
@@ -496,8 +504,6 @@ int ground_check_sentence(const char *sentence, const char *const *evidence, int
         }
     }
     /* 2. each clause covered by one evidence sentence, at most two for the sentence */
-    for (int32_t j = 0; j < n; j++)
-        if (!(ev_words[j] = ground_words(evidence[j], &ev_n[j], NULL))) { rc = -1; goto out; }
     int32_t all = 0;
     w = words;
     for (int32_t i = 0; i < nw; i++, w += strlen(w) + 1) {

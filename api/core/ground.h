@@ -13,10 +13,11 @@
  *      "hundred", "half"), of the sentence occurs in the evidence as a whole token,
  *      ignoring case;
  *   2. coverage: each clause of the sentence (parts joined by "; ", ", and ", ", but ",
- *      ", which" ..., and each parenthetical) is backed by one evidence sentence: at least GROUND_MIN_COVERAGE of
- *      its content words (not function words, >= 3 characters or with a digit; light
- *      stemming) and all of its exact tokens are in it; at most two sentences are cited
- *      in all. Words pooled from two sentences can assemble a claim neither makes;
+ *      ", which" ..., and each parenthetical) is backed by one evidence sentence: at least
+ *      GROUND_MIN_COVERAGE of its content words (not function words, >= 3 characters or
+ *      with a digit; light stemming) and all of its exact tokens are in it; at most two
+ *      sentences are cited in all. Words pooled from two sentences can assemble a claim
+ *      neither makes;
  *   3. the sentence has a content word with a letter (a bare "Yes." or a list number "2."
  *      asserts nothing we can check) and does not end in ':' (it announces content that
  *      may not follow).
