@@ -844,13 +844,13 @@ static int sample_faq(const char *dir) {
                   "of the unit.");
     page_end(&g);
     y = heading(&g, 72, 60, "2 Troubleshooting");
-    paragraph(cr, 72, y, 468, 10.5,
+    y = paragraph(cr, 72, y, 468, 10.5,
               "A unit that stops after a few minutes of running is not faulty. See Section 1.1 "
               "[Why does the unit stop after a few minutes?], page 1, for more details. A unit "
               "that does not start at all usually has its water tank out of place. The outlet "
               "nozzle sits behind the lower rear grille. Fit this nozzle with a 12 mm garden "
               "hose for continuous drainage into a floor drain.");
-    paragraph(cr, 72, y + 80, 468, 10.5,
+    paragraph(cr, 72, y + 12, 468, 10.5,
               "To maximize drying in a cold basement, run the fan at its top speed and keep "
               "the doors closed.");
     page_end(&g);
